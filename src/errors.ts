@@ -1,0 +1,69 @@
+/**
+ * The error hierarchy of kvindex. Every error carries a stable string `code` that callers can
+ * switch on; messages name the offending field or value and may change between versions.
+ * Routine engine inconsistencies (unknown parent, unknown block) are not errors: the tree
+ * returns them as counted statuses (see `ApplyStatus`).
+ */
+
+/** Stable error codes. Never rename one: callers and logs depend on them. */
+export const ErrorCode = {
+  /** Input is not JSON, or JSON of the wrong shape for a RouterEvent / recorder line. */
+  InvalidJson: 'KVX_INVALID_JSON',
+  /** A field is missing, has the wrong type, or holds an out-of-range number. */
+  InvalidField: 'KVX_INVALID_FIELD',
+  /** `data` names a variant that is not `stored`, `removed` or `cleared`. */
+  UnknownVariant: 'KVX_UNKNOWN_VARIANT',
+  /** Snapshot bytes end before the structure they announce is complete. */
+  SnapshotTruncated: 'KVX_SNAPSHOT_TRUNCATED',
+  /** Snapshot bytes continue after the last announced event. */
+  SnapshotTrailingBytes: 'KVX_SNAPSHOT_TRAILING_BYTES',
+  /** A snapshot announces a count that cannot fit in the remaining bytes. */
+  SnapshotBadCount: 'KVX_SNAPSHOT_BAD_COUNT',
+  /** A snapshot holds an enum or option tag that the layout does not define. */
+  SnapshotBadTag: 'KVX_SNAPSHOT_BAD_TAG',
+  /** An option passed to a constructor or function is invalid. */
+  InvalidOption: 'KVX_INVALID_OPTION',
+  /** A shard thread failed or died; the message names the shard. */
+  ShardFailed: 'KVX_SHARD_FAILED',
+  /** The indexer was used after `close()`. */
+  Closed: 'KVX_CLOSED',
+} as const;
+
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+/** Base class of every error kvindex throws on purpose. */
+export class KvIndexError extends Error {
+  readonly code: ErrorCode;
+
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'KvIndexError';
+    this.code = code;
+  }
+
+  /** Plain data for crossing a thread boundary; rebuild with `KvIndexError.fromData`. */
+  toData(): { code: ErrorCode; message: string } {
+    return { code: this.code, message: this.message };
+  }
+
+  static fromData(data: { code: string; message: string }): KvIndexError {
+    const known = (Object.values(ErrorCode) as string[]).includes(data.code);
+    return new KvIndexError(known ? (data.code as ErrorCode) : ErrorCode.ShardFailed, data.message);
+  }
+}
+
+/** Malformed event input (JSON text or fields). */
+export class EventParseError extends KvIndexError {
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, message, options);
+    this.name = 'EventParseError';
+  }
+}
+
+/** Malformed snapshot bytes. */
+export class SnapshotDecodeError extends KvIndexError {
+  constructor(code: ErrorCode, message: string) {
+    super(code, message);
+    this.name = 'SnapshotDecodeError';
+  }
+}
