@@ -1,0 +1,30 @@
+/**
+ * kvindex: a KV-cache-aware router indexer, wire-compatible with NVIDIA Dynamo's KV router.
+ * This is the curated public surface; everything not listed here is internal.
+ */
+
+// Values
+export { KvIndexError, EventParseError, SnapshotDecodeError, ErrorCode } from './errors.js';
+export { ApplyStatus, U64_MAX } from './protocol/types.js';
+export { parseRouterEvent, parseRecorderLine, parseJsonLossless } from './protocol/json-parse.js';
+export { formatRouterEvent } from './protocol/json-format.js';
+export { encodeSnapshot, createSnapshotWriter } from './protocol/snapshot-writer.js';
+export { decodeSnapshot, iterateSnapshot } from './protocol/snapshot-reader.js';
+export { mergeSnapshots } from './protocol/snapshot-merge.js';
+export { computeBlockHashes, computeSequenceHashes, XXH3_SEED } from './hash/block-hash.js';
+export { RadixTree } from './tree/radix-tree.js';
+
+// Types
+export type {
+  RouterEvent,
+  KvCacheEvent,
+  KvCacheEventData,
+  StoredBlock,
+  OverlapScores,
+  SnapshotEncoding,
+} from './protocol/types.js';
+export type { ErrorCode as ErrorCodeValue } from './errors.js';
+export type { RecorderLine, JsonValue, JsonObject } from './protocol/json-parse.js';
+export type { SnapshotWriter } from './protocol/snapshot-writer.js';
+export type { RadixTreeOptions } from './tree/radix-tree.js';
+export type { DumpSink } from './tree/dump.js';

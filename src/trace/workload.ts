@@ -1,0 +1,74 @@
+/**
+ * Reader of the replay workload format (shared/workloads/README.md): gzip or plain JSON lines of
+ * `{"op":"meta",...}`, `{"op":"match","seq":[...],"expect":{...}}` and
+ * `{"op":"event","event":<RouterEvent>}`. Unknown ops are returned as `other` so callers can
+ * ignore them, as the format asks.
+ */
+import { createReadStream } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { createGunzip } from 'node:zlib';
+import { ErrorCode, EventParseError } from '../errors.js';
+import { parseJsonLossless, parseRouterEvent, parseU64Array, type JsonObject } from '../protocol/json-parse.js';
+import type { RouterEvent } from '../protocol/types.js';
+
+export type WorkloadOp =
+  | { op: 'meta'; meta: JsonObject }
+  | { op: 'match'; seq: BigUint64Array; expect: Map<bigint, number> }
+  | { op: 'event'; event: RouterEvent; text: string }
+  | { op: 'other' };
+
+const EVENT_PREFIX = '{"op":"event","event":';
+const EXPECT_KEY = '"expect":';
+
+function bad(line: number, what: string): never {
+  throw new EventParseError(ErrorCode.InvalidJson, `workload line ${line}: ${what}`);
+}
+
+/** Parses one workload line (1-based `lineNo` for messages). Throws `EventParseError`. */
+export function parseWorkloadLine(text: string, lineNo: number): WorkloadOp {
+  if (text.startsWith(EVENT_PREFIX) && text.endsWith('}')) {
+    // The generator writes compact JSON with `op` first: the event is the rest of the object.
+    const inner = text.slice(EVENT_PREFIX.length, -1);
+    return { op: 'event', event: parseRouterEvent(inner), text: inner };
+  }
+  if (text.startsWith('{"op":"match"')) {
+    const seq = parseU64Array(text, 'seq');
+    const at = text.indexOf(EXPECT_KEY);
+    if (at < 0) bad(lineNo, 'match without expect');
+    const end = text.indexOf('}', at);
+    if (end < 0) bad(lineNo, 'unterminated expect');
+    const obj = parseJsonLossless(text.slice(at + EXPECT_KEY.length, end + 1));
+    if (typeof obj !== 'object' || obj === null || Array.isArray(obj)) bad(lineNo, 'expect is not an object');
+    const expect = new Map<bigint, number>();
+    for (const [k, v] of Object.entries(obj as JsonObject)) {
+      if (!/^[0-9]+$/.test(k) || typeof v !== 'bigint') bad(lineNo, `bad expect entry ${k}`);
+      expect.set(BigInt(k), Number(v));
+    }
+    return { op: 'match', seq, expect };
+  }
+  const value = parseJsonLossless(text);
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) bad(lineNo, 'not an object');
+  const obj = value as JsonObject;
+  if (obj['op'] === 'meta') return { op: 'meta', meta: obj };
+  if (obj['op'] === 'match' || obj['op'] === 'event') bad(lineNo, `unexpected layout of a ${String(obj['op'])} line`);
+  return { op: 'other' };
+}
+
+/** Streams a workload file (gzip when the name ends in .gz); `limit` caps the lines read. */
+export async function* readWorkload(path: string, limit = Infinity): AsyncGenerator<WorkloadOp> {
+  const raw = createReadStream(path);
+  const input = path.endsWith('.gz') ? raw.pipe(createGunzip()) : raw;
+  const lines = createInterface({ input, crlfDelay: Infinity });
+  let n = 0;
+  try {
+    for await (const line of lines) {
+      n++;
+      if (n > limit) break;
+      if (line.length === 0) continue;
+      yield parseWorkloadLine(line, n);
+    }
+  } finally {
+    lines.close();
+    raw.destroy();
+  }
+}

@@ -1,0 +1,122 @@
+/**
+ * Dumping the tree as Stored events, linear in its size thanks to the reverse lookup.
+ *
+ * Per worker (ascending id), every node of the worker whose parent is the root or does not hold
+ * the worker starts a chain; the chain follows one child that holds the worker, and every other
+ * such child starts a new chain whose parent hash is the worker's own hash on the branching node.
+ * One multi-block Stored event per chain, so a prefix-closed cache of k blocks costs one event
+ * per branch instead of Dynamo's one event per (node, worker). Chains of a parent are always
+ * written before chains that hang below them, so replaying the dump in order rebuilds the tree.
+ *
+ * A worker on a node whose parent it does not hold (possible after it removed the parent but not
+ * the child) has no hash of its own for that parent: like Dynamo, such a chain is written with
+ * `parent_hash: null` and is re-rooted on replay. It is the only inexact case.
+ */
+import type { RouterEvent, StoredBlock } from '../protocol/types.js';
+import { NONE, ROOT } from './node-store.js';
+import type { RadixTree } from './radix-tree.js';
+
+/** Receives a dump: Stored events as begin / blocks / end, u64 values as u32 halves. */
+export interface DumpSink {
+  beginStored(workerLo: number, workerHi: number, hasParent: boolean, parentLo: number, parentHi: number): void;
+  block(blockLo: number, blockHi: number, tokensLo: number, tokensHi: number): void;
+  endStored(): void;
+}
+
+const u64 = (lo: number, hi: number): bigint => (BigInt(hi) << 32n) | BigInt(lo);
+
+/** A sink that builds `RouterEvent` objects (for `dumpEvents`; snapshots use the byte writer). */
+export class EventCollector implements DumpSink {
+  readonly events: RouterEvent[] = [];
+  private workerId = 0n;
+  private parent: bigint | null = null;
+  private blocks: StoredBlock[] = [];
+
+  beginStored(workerLo: number, workerHi: number, hasParent: boolean, parentLo: number, parentHi: number): void {
+    this.workerId = u64(workerLo, workerHi);
+    this.parent = hasParent ? u64(parentLo, parentHi) : null;
+    this.blocks = [];
+  }
+
+  block(blockLo: number, blockHi: number, tokensLo: number, tokensHi: number): void {
+    this.blocks.push({ blockHash: u64(blockLo, blockHi), tokensHash: u64(tokensLo, tokensHi) });
+  }
+
+  endStored(): void {
+    this.events.push({
+      workerId: this.workerId,
+      event: {
+        eventId: BigInt(this.events.length),
+        data: { type: 'stored', parentHash: this.parent, blocks: this.blocks },
+      },
+    });
+  }
+}
+
+/** Writes every (worker, node) pair of the tree into the sink exactly once. */
+export function dumpTree(tree: RadixTree, sink: DumpSink): void {
+  const nodes = tree.nodes;
+  const { parent, firstChild, nextSib, tokLo, tokHi, w0, h0Lo, h0Hi, overflow, pWorker, pLo, pHi, pNext } = nodes;
+  // The worker's hash on a node is returned through these two, to avoid an allocation per pair.
+  let hashLo = 0;
+  let hashHi = 0;
+  const holds = (node: number, slot: number): boolean => {
+    if (w0[node] === slot) {
+      hashLo = h0Lo[node]!;
+      hashHi = h0Hi[node]!;
+      return true;
+    }
+    for (let p = overflow[node]!; p !== NONE; p = pNext[p]!) {
+      if (pWorker[p] === slot) {
+        hashLo = pLo[p]!;
+        hashHi = pHi[p]!;
+        return true;
+      }
+    }
+    return false;
+  };
+
+  const order: number[] = [];
+  for (let s = 0; s < tree.slotIds.length; s++) if (tree.slotIds[s] != null) order.push(s);
+  order.sort((a, b) => (tree.slotIds[a]! < tree.slotIds[b]! ? -1 : 1));
+
+  // Pending chain starts: (node, hasParent, parentLo, parentHi) quadruples.
+  const stack: number[] = [];
+  for (const slot of order) {
+    const table = tree.tables[slot]!;
+    const id = tree.slotIds[slot]!;
+    const wLo = Number(id & 0xffffffffn);
+    const wHi = Number(id >> 32n);
+    const slots = table.slots;
+    for (let i = 0; i < slots.length; i++) {
+      if (slots[i] === 0) continue;
+      const ref = table.refAt(i);
+      const head = ref >= 0 ? ref : nodes.pNode[~ref]!;
+      const up = parent[head]!;
+      if (up !== ROOT && holds(up, slot)) continue; // written as part of the parent's chain
+      stack.push(head, 0, 0, 0);
+      while (stack.length > 0) {
+        const pHiV = stack.pop()!;
+        const pLoV = stack.pop()!;
+        const hasParent = stack.pop()! === 1;
+        let node = stack.pop()!;
+        sink.beginStored(wLo, wHi, hasParent, pLoV, pHiV);
+        for (;;) {
+          holds(node, slot);
+          const lo = hashLo;
+          const hi = hashHi;
+          sink.block(lo, hi, tokLo[node]!, tokHi[node]!);
+          let next = NONE;
+          for (let c = firstChild[node]!; c !== NONE; c = nextSib[c]!) {
+            if (!holds(c, slot)) continue;
+            if (next === NONE) next = c;
+            else stack.push(c, 1, lo, hi);
+          }
+          if (next === NONE) break;
+          node = next;
+        }
+        sink.endStored();
+      }
+    }
+  }
+}

@@ -1,0 +1,472 @@
+/**
+ * The radix tree of cached blocks with a per-worker reverse lookup, as in Dynamo's KV router
+ * (reference section 3), kept in typed arrays: nodes and pairs live in `NodeStore`, edges in
+ * `EdgeTable`, each worker's external-hash lookup in a `WorkerTable`. No object, Map or bigint
+ * exists per block; bigints appear only at the API edge.
+ *
+ * Deliberate differences from Dynamo (scores stay Dynamo's):
+ * - a Stored block whose external hash the worker already holds elsewhere (including on the
+ *   path itself) is `invalid_block_sequence` and nothing of the event is applied;
+ * - Removed processes every hash and reports `block_not_found` if any was unknown;
+ * - a node that loses its last worker is detached with its whole subtree and every pair inside
+ *   leaves its worker's lookup (Dynamo keeps such nodes, a leak);
+ * - a worker that stores a block it already holds at the same place under another external
+ *   hash takes the new hash and the old one leaves its lookup (Dynamo keeps both entries).
+ */
+import { ErrorCode, KvIndexError } from '../errors.js';
+import { createSnapshotWriter } from '../protocol/snapshot-writer.js';
+import { assertRouterEvent } from '../protocol/validate.js';
+import type {
+  ApplyStatus,
+  OverlapScores,
+  RouterEvent,
+  SnapshotEncoding,
+  StoredBlock,
+} from '../protocol/types.js';
+import { dumpTree, EventCollector, type DumpSink } from './dump.js';
+import { EdgeTable } from './edge-table.js';
+import { NodeStore, NONE, ROOT, type NodeId, type PairRef, type WorkerSlot } from './node-store.js';
+import { ScratchSet } from './scratch-set.js';
+import { WorkerTable } from './worker-table.js';
+
+export interface RadixTreeOptions {
+  /** Window for the `frequencies` trail of `findMatches`, in the unit of `now` (ms). */
+  expirationMs?: number;
+  /** Clock for `expirationMs`; defaults to `performance.now()`. */
+  now?: () => number;
+}
+
+const OK: ApplyStatus = 'ok';
+const PARENT_NOT_FOUND: ApplyStatus = 'parent_block_not_found';
+const BLOCK_NOT_FOUND: ApplyStatus = 'block_not_found';
+const INVALID: ApplyStatus = 'invalid_block_sequence';
+
+type RecordUse = (node: number, frequencies: number[]) => void;
+
+export class RadixTree {
+  /** @internal */ readonly nodes = new NodeStore();
+  /** @internal */ readonly edges: EdgeTable;
+  private readonly slotOf = new Map<bigint, WorkerSlot>();
+  /** @internal slot -> worker id, or null for a free slot. */ readonly slotIds: (bigint | null)[] = [];
+  /** @internal slot -> the worker's lookup, or null for a free slot. */ readonly tables: (WorkerTable | null)[] = [];
+  private readonly freeSlots: number[] = [];
+  private pairs = 0;
+
+  // Scratch, reused across calls.
+  private path = new Int32Array(256);
+  private big = new BigUint64Array(512);
+  private words = new Uint32Array(this.big.buffer);
+  private scoreBySlot = new Int32Array(16);
+  private readonly touched: number[] = [];
+  private readonly stack: number[] = [];
+  private readonly seen = new ScratchSet();
+
+  private readonly recordUse: RecordUse;
+  private readonly uses: Map<number, number[]> | null;
+
+  constructor(options: RadixTreeOptions = {}) {
+    this.edges = new EdgeTable(this.nodes);
+    const { expirationMs, now = () => performance.now() } = options;
+    if (expirationMs === undefined) {
+      this.uses = null;
+      this.recordUse = () => {};
+    } else {
+      if (!(expirationMs >= 0) || !Number.isFinite(expirationMs)) {
+        throw new KvIndexError(ErrorCode.InvalidOption, `expirationMs: expected a finite number >= 0, got ${expirationMs}`);
+      }
+      const uses = new Map<number, number[]>();
+      this.uses = uses;
+      // Dynamo's frequency trail: drop uses older than the window (strictly), report the
+      // remaining count when non-zero, then record this use.
+      this.recordUse = (node, frequencies) => {
+        const t = now();
+        let list = uses.get(node);
+        if (list === undefined) {
+          list = [];
+          uses.set(node, list);
+        }
+        let drop = 0;
+        while (drop < list.length && t - list[drop]! > expirationMs) drop++;
+        if (drop > 0) list.splice(0, drop);
+        if (list.length > 0) frequencies.push(list.length);
+        list.push(t);
+      };
+    }
+  }
+
+  /** Total (worker, block) pairs held. */
+  get size(): number {
+    return this.pairs;
+  }
+
+  /** Live nodes, the root included. */
+  get nodeCount(): number {
+    return this.nodes.liveNodes;
+  }
+
+  /** Bytes held by the tree's typed arrays (capacities). */
+  get bytes(): number {
+    let b = this.nodes.bytes + this.edges.bytes + this.scoreBySlot.byteLength;
+    for (const t of this.tables) if (t !== null) b += t.bytes;
+    return b;
+  }
+
+  /**
+   * Applies one event and reports Dynamo's status label. Never throws on engine inconsistencies;
+   * throws `EventParseError` only for a structurally malformed event object.
+   */
+  applyEvent(event: RouterEvent): ApplyStatus {
+    assertRouterEvent(event);
+    const data = event.event.data;
+    switch (data.type) {
+      case 'stored': {
+        const n = data.blocks.length;
+        const words = this.blockWords(data.blocks);
+        const p = data.parentHash;
+        if (p === null) return this.applyStored(event.workerId, false, 0, 0, words, 0, n);
+        return this.applyStored(event.workerId, true, Number(p & 0xffffffffn), Number(p >> 32n), words, 0, n);
+      }
+      case 'removed':
+        return this.applyRemoved(event.workerId, this.hashWords(data.blockHashes, false), 0, data.blockHashes.length);
+      case 'cleared':
+        this.clearWorker(event.workerId);
+        return OK;
+    }
+  }
+
+  /**
+   * Stored, on raw words: `n` blocks at `words[off + 4i ..]` as (blockLo, blockHi, tokLo, tokHi).
+   * The binary path of the sharded indexer calls this directly.
+   */
+  applyStored(
+    workerId: bigint, hasParent: boolean, parentLo: number, parentHi: number,
+    words: Uint32Array, off: number, n: number,
+  ): ApplyStatus {
+    const slot0 = this.slotOf.get(workerId);
+    const table0 = slot0 === undefined ? null : this.tables[slot0]!;
+    const nodes = this.nodes;
+    let start: number = ROOT;
+    if (hasParent) {
+      const ref = table0 === null ? null : table0.find(parentLo, parentHi);
+      if (ref === null) return PARENT_NOT_FOUND;
+      start = ref >= 0 ? ref : nodes.pNode[~ref]!;
+    }
+    if (n === 0) return OK;
+
+    // Phase 1: find each block's place and reject the event before touching anything.
+    if (this.path.length < n) this.path = new Int32Array(Math.max(n, this.path.length * 2));
+    const path = this.path;
+    const seen = this.seen;
+    seen.reset(n);
+    let cur = start;
+    for (let i = 0; i < n; i++) {
+      const k = off + 4 * i;
+      const bLo = words[k]!;
+      const bHi = words[k + 1]!;
+      const child = cur < 0 ? -1 : this.edges.find(cur, words[k + 2]!, words[k + 3]!);
+      if (table0 !== null) {
+        const held = table0.find(bLo, bHi);
+        if (held !== null && (held >= 0 ? held : nodes.pNode[~held]!) !== child) return INVALID;
+      }
+      if (!seen.add(bLo, bHi)) return INVALID;
+      path[i] = child;
+      cur = child;
+    }
+
+    // Phase 2: apply.
+    const slot = slot0 ?? this.addWorker(workerId);
+    const table = this.tables[slot]!;
+    cur = start;
+    for (let i = 0; i < n; i++) {
+      const k = off + 4 * i;
+      const bLo = words[k]!;
+      const bHi = words[k + 1]!;
+      let child = path[i]!;
+      if (child < 0) {
+        child = nodes.allocNode(cur as NodeId, words[k + 2]!, words[k + 3]!, slot, bLo, bHi);
+        this.edges.insert(child as NodeId);
+        table.insert(child as PairRef);
+        this.pairs++;
+      } else {
+        this.addPair(child as NodeId, slot, table, bLo, bHi);
+      }
+      cur = child;
+    }
+    return OK;
+  }
+
+  /** Removed, on raw words: `n` hashes at `words[off + 2i ..]` as (lo, hi). */
+  applyRemoved(workerId: bigint, words: Uint32Array, off: number, n: number): ApplyStatus {
+    const slot = this.slotOf.get(workerId);
+    if (slot === undefined) return n > 0 ? BLOCK_NOT_FOUND : OK;
+    const table = this.tables[slot]!;
+    let missing = false;
+    for (let i = 0; i < n; i++) {
+      const ref = table.find(words[off + 2 * i]!, words[off + 2 * i + 1]!);
+      if (ref === null) missing = true;
+      else this.dropPair(ref, table);
+    }
+    return missing ? BLOCK_NOT_FOUND : OK;
+  }
+
+  /**
+   * Per-worker overlap: walk `hashes` (LocalBlockHash sequence) from the root; every worker on a
+   * visited node scores 1; stop at the first missing block, or with `earlyExit` after a node
+   * held by exactly one worker.
+   */
+  findMatches(hashes: BigUint64Array | readonly bigint[], earlyExit = false): OverlapScores {
+    const n = hashes.length;
+    let words: Uint32Array;
+    if (hashes instanceof BigUint64Array) {
+      // Little-endian halves of the caller's buffer, no copy (Node runs little-endian only).
+      words = new Uint32Array(hashes.buffer, hashes.byteOffset, n * 2);
+    } else {
+      words = this.hashWords(hashes, true);
+    }
+    return this.findMatchesWords(words, 0, n, earlyExit);
+  }
+
+  /** findMatches on raw words: `n` hashes at `words[off + 2i ..]` as (lo, hi). */
+  findMatchesWords(words: Uint32Array, off: number, n: number, earlyExit = false): OverlapScores {
+    const nodes = this.nodes;
+    const edges = this.edges;
+    const w0 = nodes.w0;
+    const overflow = nodes.overflow;
+    const pWorker = nodes.pWorker;
+    const pNext = nodes.pNext;
+    const score = this.scoreBySlot;
+    const touched = this.touched;
+    const frequencies: number[] = [];
+    let cur: number = ROOT;
+    for (let i = 0; i < n; i++) {
+      const child = edges.find(cur, words[off + 2 * i]!, words[off + 2 * i + 1]!);
+      if (child < 0) break;
+      const s = w0[child]!;
+      const v = score[s]!;
+      score[s] = v + 1;
+      if (v === 0) touched.push(s);
+      let p = overflow[child]!;
+      const single = p === NONE;
+      while (p !== NONE) {
+        const t = pWorker[p]!;
+        const u = score[t]!;
+        score[t] = u + 1;
+        if (u === 0) touched.push(t);
+        p = pNext[p]!;
+      }
+      this.recordUse(child, frequencies);
+      if (earlyExit && single) break;
+      cur = child;
+    }
+    const scores = new Map<bigint, number>();
+    for (let i = 0; i < touched.length; i++) {
+      const s = touched[i]!;
+      scores.set(this.slotIds[s]!, score[s]!);
+      score[s] = 0;
+    }
+    touched.length = 0;
+    return { scores, frequencies };
+  }
+
+  /** Drops all blocks of the worker; it stays known (Dynamo's `clear_all_blocks`). */
+  clearWorker(workerId: bigint): void {
+    const slot = this.slotOf.get(workerId);
+    if (slot === undefined) return;
+    const table = this.tables[slot]!;
+    if (table.count === 0) return;
+    // Collect the hashes first: dropping a pair can detach subtrees and so remove other
+    // entries of this same table while we would be iterating it.
+    const hashes: number[] = [];
+    const slots = table.slots;
+    const nodes = this.nodes;
+    for (let i = 0; i < slots.length; i++) {
+      if (slots[i] === 0) continue;
+      const ref = table.refAt(i);
+      if (ref >= 0) hashes.push(nodes.h0Lo[ref]!, nodes.h0Hi[ref]!);
+      else hashes.push(nodes.pLo[~ref]!, nodes.pHi[~ref]!);
+    }
+    for (let i = 0; i < hashes.length; i += 2) {
+      const ref = table.find(hashes[i]!, hashes[i + 1]!);
+      if (ref !== null) this.dropPair(ref, table);
+    }
+  }
+
+  /** Drops all blocks of the worker and forgets it. Unknown worker: no-op. */
+  removeWorker(workerId: bigint): void {
+    const slot = this.slotOf.get(workerId);
+    if (slot === undefined) return;
+    this.clearWorker(workerId);
+    this.slotOf.delete(workerId);
+    this.slotIds[slot] = null;
+    this.tables[slot] = null;
+    this.freeSlots.push(slot);
+  }
+
+  /** Every worker holding at least one block, ascending. */
+  workers(): bigint[] {
+    const out: bigint[] = [];
+    for (let s = 0; s < this.tables.length; s++) {
+      const t = this.tables[s];
+      if (t != null && t.count > 0) out.push(this.slotIds[s]!);
+    }
+    return out.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  }
+
+  /** Number of blocks the worker holds. */
+  blockCount(workerId: bigint): number {
+    const slot = this.slotOf.get(workerId);
+    return slot === undefined ? 0 : this.tables[slot]!.count;
+  }
+
+  /**
+   * The tree as Stored events that rebuild it: per worker, maximal chains as one multi-block
+   * event, parents before children, each parent hash the worker's own; event ids from 0.
+   */
+  dumpEvents(): RouterEvent[] {
+    const sink = new EventCollector();
+    this.dumpTo(sink);
+    return sink.events;
+  }
+
+  /** The same dump written straight into snapshot bytes (no event objects). */
+  dumpSnapshot(encoding: SnapshotEncoding = 'bincode'): Uint8Array {
+    // ~20 bytes per pair in a chained bincode dump; start near it to avoid regrowth.
+    const writer = createSnapshotWriter(encoding, Math.max(64 * 1024, this.pairs * 24));
+    this.dumpTo(writer);
+    return writer.finish();
+  }
+
+  /** Writes the dump into any sink (the snapshot writer, an event collector). */
+  dumpTo(sink: DumpSink): void {
+    dumpTree(this, sink);
+  }
+
+  // ---- internals ----
+
+  private addWorker(workerId: bigint): WorkerSlot {
+    const slot = (this.freeSlots.pop() ?? this.slotIds.length) as WorkerSlot;
+    this.slotIds[slot] = workerId;
+    this.tables[slot] = new WorkerTable(this.nodes);
+    this.slotOf.set(workerId, slot);
+    if (slot >= this.scoreBySlot.length) {
+      const next = new Int32Array(this.scoreBySlot.length * 2);
+      next.set(this.scoreBySlot);
+      this.scoreBySlot = next;
+    }
+    return slot;
+  }
+
+  /** Puts the worker on an existing node with this external hash (idempotent, or a rehash). */
+  private addPair(node: NodeId, slot: WorkerSlot, table: WorkerTable, lo: number, hi: number): void {
+    const nodes = this.nodes;
+    if (nodes.w0[node] === slot) {
+      if (nodes.h0Lo[node] === lo && nodes.h0Hi[node] === hi) return;
+      table.remove(nodes.h0Lo[node]!, nodes.h0Hi[node]!);
+      nodes.h0Lo[node] = lo;
+      nodes.h0Hi[node] = hi;
+      table.insert(node as number as PairRef);
+      return;
+    }
+    for (let p = nodes.overflow[node]!; p !== NONE; p = nodes.pNext[p]!) {
+      if (nodes.pWorker[p] !== slot) continue;
+      if (nodes.pLo[p] === lo && nodes.pHi[p] === hi) return;
+      table.remove(nodes.pLo[p]!, nodes.pHi[p]!);
+      nodes.pLo[p] = lo;
+      nodes.pHi[p] = hi;
+      table.insert(~p as PairRef);
+      return;
+    }
+    table.insert(nodes.allocPair(node, slot, lo, hi));
+    this.pairs++;
+  }
+
+  /** Removes one pair; a node left without workers is detached with its subtree. */
+  private dropPair(ref: PairRef, table: WorkerTable): void {
+    const nodes = this.nodes;
+    this.pairs--;
+    if (ref < 0) {
+      const p = ~ref;
+      table.remove(nodes.pLo[p]!, nodes.pHi[p]!);
+      nodes.freePairIndex(p);
+      return;
+    }
+    const node = ref as number as NodeId;
+    table.remove(nodes.h0Lo[node]!, nodes.h0Hi[node]!);
+    const ov = nodes.overflow[node]!;
+    if (ov === NONE) {
+      nodes.w0[node] = NONE;
+      this.detach(node);
+      return;
+    }
+    // Promote the first overflow pair to the inline slot and repoint its worker's lookup.
+    const w = nodes.pWorker[ov]!;
+    nodes.w0[node] = w;
+    nodes.h0Lo[node] = nodes.pLo[ov]!;
+    nodes.h0Hi[node] = nodes.pHi[ov]!;
+    this.tables[w]!.repoint(nodes.pLo[ov]!, nodes.pHi[ov]!, node as number as PairRef);
+    nodes.freePairIndex(ov);
+  }
+
+  /** Detaches a node that has no workers, freeing its whole subtree and its pairs' lookups. */
+  private detach(top: NodeId): void {
+    const nodes = this.nodes;
+    const edges = this.edges;
+    edges.remove(top);
+    nodes.unlink(top);
+    const stack = this.stack;
+    stack.push(top);
+    while (stack.length > 0) {
+      const id = stack.pop()! as NodeId;
+      for (let c = nodes.firstChild[id]!; c !== NONE; c = nodes.nextSib[c]!) {
+        edges.remove(c as NodeId);
+        stack.push(c);
+      }
+      const w = nodes.w0[id]!;
+      if (w !== NONE) {
+        this.tables[w]!.remove(nodes.h0Lo[id]!, nodes.h0Hi[id]!);
+        this.pairs--;
+      }
+      for (let p = nodes.overflow[id]!; p !== NONE; ) {
+        const next = nodes.pNext[p]!;
+        this.tables[nodes.pWorker[p]!]!.remove(nodes.pLo[p]!, nodes.pHi[p]!);
+        this.pairs--;
+        nodes.freePairIndex(p);
+        p = next;
+      }
+      if (this.uses !== null) this.uses.delete(id);
+      nodes.freeNodeId(id);
+    }
+  }
+
+  /** Writes blocks as (blockLo, blockHi, tokLo, tokHi) words into the reused scratch. */
+  private blockWords(blocks: readonly StoredBlock[]): Uint32Array {
+    this.ensureBig(blocks.length * 2);
+    const big = this.big;
+    for (let i = 0; i < blocks.length; i++) {
+      const b = blocks[i]!;
+      big[2 * i] = b.blockHash;
+      big[2 * i + 1] = b.tokensHash;
+    }
+    return this.words;
+  }
+
+  /** Writes hashes as (lo, hi) words into the reused scratch; `check` validates each one. */
+  private hashWords(hashes: readonly bigint[], check: boolean): Uint32Array {
+    this.ensureBig(hashes.length);
+    const big = this.big;
+    for (let i = 0; i < hashes.length; i++) {
+      const h = hashes[i]!;
+      if (check && (typeof h !== 'bigint' || h < 0n || h > 0xffff_ffff_ffff_ffffn)) {
+        throw new KvIndexError(ErrorCode.InvalidField, `hashes[${i}]: expected a u64 bigint, got ${String(h)}`);
+      }
+      big[i] = h;
+    }
+    return this.words;
+  }
+
+  private ensureBig(n: number): void {
+    if (this.big.length >= n) return;
+    this.big = new BigUint64Array(Math.max(n, this.big.length * 2));
+    this.words = new Uint32Array(this.big.buffer);
+  }
+}
