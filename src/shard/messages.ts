@@ -1,0 +1,52 @@
+/**
+ * Messages between the main thread and a shard thread over the shard's dedicated MessagePort.
+ * One FIFO port per shard carries event batches and requests alike, so a request sent after an
+ * event batch is served after that batch is applied (read-your-writes without waiting).
+ */
+import type { SnapshotEncoding } from '../protocol/types.js';
+import type { StatusCounts } from './event-batch.js';
+
+export interface ShardInit {
+  shard: number;
+  expirationMs: number | null;
+  /** Test-only: the shard throws while applying an event of this worker (crash tests). */
+  failOnWorker: string | null;
+}
+
+export type ShardRequest =
+  | { op: 'find'; words: Uint32Array; n: number; earlyExit: boolean }
+  | { op: 'dump'; encoding: SnapshotEncoding }
+  | { op: 'stats' }
+  | { op: 'flush' }
+  /** Test-only: the thread exits abruptly. */
+  | { op: 'exit' };
+
+export type ToShard =
+  | { t: 'events'; words: Uint32Array }
+  | ({ t: 'req'; id: number } & ShardRequest);
+
+export interface ShardStats {
+  /** Workers holding at least one block on this shard. */
+  workers: number;
+  /** (worker, block) pairs. */
+  pairs: number;
+  /** Live tree nodes, the root included. */
+  nodes: number;
+  /** Applied events by status. */
+  events: StatusCounts;
+  /** Bytes held by the shard tree's typed arrays. */
+  bytes: number;
+}
+
+/** Scores of one shard: (workerLo, workerHi, score) triples, plus the frequency trail. */
+export interface FindReply {
+  triples: Uint32Array;
+  frequencies: number[];
+}
+
+export type FromShard =
+  | { t: 'ack'; events: number; blocks: number }
+  | { t: 'res'; id: number; value: unknown }
+  | { t: 'err'; id: number; code: string; message: string }
+  /** The shard can no longer be trusted (a batch failed to apply): everything fails from now. */
+  | { t: 'fatal'; code: string; message: string };

@@ -1,0 +1,91 @@
+/**
+ * The shard side: owns one RadixTree and serves the messages of `messages.ts`. Runs inside a
+ * shard thread (workers/shard.ts); kept free of thread APIs so it is plain, testable logic.
+ */
+import { ErrorCode, KvIndexError } from '../errors.js';
+import { RadixTree } from '../tree/radix-tree.js';
+import { applyBatch, emptyCounts, type StatusCounts } from './event-batch.js';
+import type { FindReply, FromShard, ShardInit, ShardRequest, ShardStats, ToShard } from './messages.js';
+
+export type Post = (msg: FromShard, transfer?: ArrayBuffer[]) => void;
+
+export class ShardCore {
+  private readonly tree: RadixTree;
+  private readonly counts: StatusCounts = emptyCounts();
+  private failed = false;
+
+  constructor(private readonly init: ShardInit, private readonly post: Post, private readonly exit: () => void) {
+    this.tree = new RadixTree(init.expirationMs === null ? {} : { expirationMs: init.expirationMs });
+  }
+
+  handle(msg: ToShard): void {
+    if (this.failed) return;
+    if (msg.t === 'events') {
+      try {
+        this.checkTestHook(msg.words);
+        const events = applyBatch(this.tree, msg.words, this.counts);
+        this.post({ t: 'ack', events, blocks: 0 });
+      } catch (err) {
+        // A batch that fails half-way leaves the tree in an unknown state: stop serving.
+        this.failed = true;
+        const e = err instanceof KvIndexError ? err : new KvIndexError(ErrorCode.ShardFailed, String(err), { cause: err });
+        this.post({ t: 'fatal', code: e.code, message: `shard ${this.init.shard}: ${e.message}` });
+      }
+      return;
+    }
+    try {
+      const [value, transfer] = this.serve(msg);
+      this.post({ t: 'res', id: msg.id, value }, transfer);
+    } catch (err) {
+      const e = err instanceof KvIndexError ? err : new KvIndexError(ErrorCode.ShardFailed, String(err), { cause: err });
+      this.post({ t: 'err', id: msg.id, code: e.code, message: `shard ${this.init.shard}: ${e.message}` });
+    }
+  }
+
+  private serve(req: ShardRequest): [unknown, ArrayBuffer[]] {
+    switch (req.op) {
+      case 'find': {
+        const { scores, frequencies } = this.tree.findMatchesWords(req.words, 0, req.n, req.earlyExit);
+        const triples = new Uint32Array(scores.size * 3);
+        let k = 0;
+        for (const [w, s] of scores) {
+          triples[k++] = Number(w & 0xffffffffn);
+          triples[k++] = Number(w >> 32n);
+          triples[k++] = s;
+        }
+        const reply: FindReply = { triples, frequencies };
+        return [reply, [triples.buffer as ArrayBuffer]];
+      }
+      case 'dump': {
+        const bytes = this.tree.dumpSnapshot(req.encoding);
+        return [bytes, [bytes.buffer as ArrayBuffer]];
+      }
+      case 'stats': {
+        const stats: ShardStats = {
+          workers: this.tree.workers().length,
+          pairs: this.tree.size,
+          nodes: this.tree.nodeCount,
+          events: { ...this.counts },
+          bytes: this.tree.bytes,
+        };
+        return [stats, []];
+      }
+      case 'flush':
+        return [null, []];
+      case 'exit':
+        this.exit();
+        return [null, []];
+    }
+  }
+
+  /** Test-only crash injection: throw while applying a batch that holds the marked worker. */
+  private checkTestHook(words: Uint32Array): void {
+    if (this.init.failOnWorker === null) return;
+    const id = BigInt(this.init.failOnWorker);
+    const lo = Number(id & 0xffffffffn);
+    const hi = Number(id >> 32n);
+    for (let i = 0; i + 2 < words.length; i++) {
+      if (words[i + 1] === lo && words[i + 2] === hi) throw new Error('injected failure (test hook)');
+    }
+  }
+}

@@ -1,0 +1,367 @@
+/**
+ * The sharded indexer: the main thread validates and routes KV events to shard threads (sticky
+ * worker -> shard assignment, as Dynamo's `KvIndexerSharded`), lookups are broadcast and merged,
+ * dumps are built by every shard at once and merged as bytes. `shards: 0` runs the same API on
+ * one in-thread RadixTree (the embedded default for small deployments and tests).
+ *
+ * Ordering: all traffic of a shard goes through one FIFO port, and every request first flushes
+ * the pending event batches, so a call made after `applyEvent` sees that event.
+ *
+ * Backpressure: `applyEvent` never blocks. When more than `highWaterEvents` events are queued or
+ * in flight, `needsDrain` becomes true; the indexer emits `'drain'` once the backlog falls under
+ * half of that. Callers that produce faster than the shards apply should wait for `'drain'`
+ * (or `await indexer.drained()`); `restore` does so itself.
+ */
+import { EventEmitter } from 'node:events';
+import { existsSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Logger } from 'pino';
+import { ErrorCode, KvIndexError } from '../errors.js';
+import { computeBlockHashes } from '../hash/block-hash.js';
+import { decodeSnapshot } from '../protocol/snapshot-reader.js';
+import { mergeSnapshots } from '../protocol/snapshot-merge.js';
+import type { OverlapScores, RouterEvent, SnapshotEncoding } from '../protocol/types.js';
+import { assertRouterEvent } from '../protocol/validate.js';
+import { RadixTree } from '../tree/radix-tree.js';
+import { EventBatchWriter, emptyCounts, type StatusCounts } from './event-batch.js';
+import type { FindReply, ShardStats } from './messages.js';
+import { ThreadShard } from './thread-shard.js';
+
+export interface ShardedIndexerOptions {
+  /** Shard threads; 0 runs in the calling thread. At most 64. */
+  shards: number;
+  /** Tokens per block for `findMatchesForTokens`. */
+  blockSize: number;
+  /** Frequency window of `findMatches` (see RadixTree). */
+  expirationMs?: number;
+  logger?: Logger;
+  /** Backlog (queued + in-flight events) above which `needsDrain` is set. Default 65,536. */
+  highWaterEvents?: number;
+  /** Words of an event batch that trigger an immediate send. Default 64 Ki (256 KiB). */
+  batchWords?: number;
+  /** Test-only: shard threads throw while applying an event of this worker. */
+  testFailOnWorker?: bigint;
+}
+
+function shardWorkerFile(): string {
+  const here = dirname(fileURLToPath(import.meta.url));
+  // From src/shard (tests run the sources) the thread code is the build in dist/; from
+  // dist/src/shard it sits beside it in dist/workers.
+  const file = import.meta.url.endsWith('.ts')
+    ? resolve(here, '../../dist/workers/shard.js')
+    : resolve(here, '../../workers/shard.js');
+  if (!existsSync(file)) {
+    throw new KvIndexError(ErrorCode.InvalidOption, `shard thread entry ${file} is missing: run 'npm run build'`);
+  }
+  return file;
+}
+
+function checkOptions(o: ShardedIndexerOptions): void {
+  const bad = (what: string): never => {
+    throw new KvIndexError(ErrorCode.InvalidOption, what);
+  };
+  if (typeof o !== 'object' || o === null) bad('options: expected an object');
+  if (!Number.isInteger(o.shards) || o.shards < 0 || o.shards > 64) bad(`shards: expected an integer 0..64, got ${String(o.shards)}`);
+  if (!Number.isInteger(o.blockSize) || o.blockSize < 1) bad(`blockSize: expected a positive integer, got ${String(o.blockSize)}`);
+  if (o.expirationMs !== undefined && !(Number.isFinite(o.expirationMs) && o.expirationMs >= 0)) {
+    bad(`expirationMs: expected a finite number >= 0, got ${String(o.expirationMs)}`);
+  }
+  if (o.highWaterEvents !== undefined && !(Number.isInteger(o.highWaterEvents) && o.highWaterEvents > 0)) {
+    bad(`highWaterEvents: expected a positive integer, got ${String(o.highWaterEvents)}`);
+  }
+  if (o.batchWords !== undefined && !(Number.isInteger(o.batchWords) && o.batchWords > 0)) {
+    bad(`batchWords: expected a positive integer, got ${String(o.batchWords)}`);
+  }
+}
+
+export class ShardedIndexer extends EventEmitter {
+  readonly shardCount: number;
+  private readonly blockSize: number;
+  private readonly logger: Logger | null;
+  private readonly highWater: number;
+  private readonly batchWords: number;
+  // shards: 0
+  private readonly tree: RadixTree | null;
+  private readonly counts: StatusCounts = emptyCounts();
+  // shards >= 1
+  private readonly threads: ThreadShard[] = [];
+  private readonly writers: EventBatchWriter[] = [];
+  private readonly shardOf = new Map<bigint, number>();
+  private readonly workersPerShard: number[] = [];
+  private flushScheduled = false;
+  private queued = 0;
+  private inFlight = 0;
+  private draining = false;
+  private failure: KvIndexError | null = null;
+  private closed = false;
+
+  private constructor(options: ShardedIndexerOptions) {
+    super();
+    this.shardCount = options.shards;
+    this.blockSize = options.blockSize;
+    this.logger = options.logger ?? null;
+    this.highWater = options.highWaterEvents ?? 65_536;
+    this.batchWords = options.batchWords ?? 64 * 1024;
+    const treeOptions = options.expirationMs === undefined ? {} : { expirationMs: options.expirationMs };
+    this.tree = options.shards === 0 ? new RadixTree(treeOptions) : null;
+  }
+
+  /** Validates the options and starts the shard threads. */
+  static async create(options: ShardedIndexerOptions): Promise<ShardedIndexer> {
+    checkOptions(options);
+    const ix = new ShardedIndexer(options);
+    if (options.shards > 0) {
+      const file = shardWorkerFile();
+      const started = await Promise.allSettled(
+        Array.from({ length: options.shards }, (_, i) =>
+          ThreadShard.start(
+            i, file,
+            {
+              shard: i,
+              expirationMs: options.expirationMs ?? null,
+              failOnWorker: options.testFailOnWorker === undefined ? null : options.testFailOnWorker.toString(),
+            },
+            (events) => ix.onAck(events),
+            (err) => ix.onShardFailed(err),
+          ),
+        ),
+      );
+      for (const s of started) if (s.status === 'fulfilled') ix.threads.push(s.value);
+      if (ix.threads.length !== options.shards) {
+        await Promise.all(ix.threads.map((t) => t.close()));
+        const reason = started.find((s) => s.status === 'rejected') as PromiseRejectedResult;
+        throw new KvIndexError(ErrorCode.ShardFailed, `could not start shard threads: ${String(reason.reason)}`, { cause: reason.reason });
+      }
+      for (let i = 0; i < options.shards; i++) {
+        ix.writers.push(new EventBatchWriter());
+        ix.workersPerShard.push(0);
+      }
+    }
+    ix.logger?.debug({ shards: options.shards }, 'indexer started');
+    return ix;
+  }
+
+  /** True while the backlog is above the high-water mark; wait for `'drain'`. */
+  get needsDrain(): boolean {
+    return this.draining;
+  }
+
+  /** Thread ids of the shard threads (empty for `shards: 0`). */
+  get threadIds(): number[] {
+    return this.threads.map((t) => t.threadId);
+  }
+
+  /** Validates and enqueues one event; synchronous, never awaits. Throws on a malformed event. */
+  applyEvent(event: RouterEvent): void {
+    this.check();
+    assertRouterEvent(event);
+    if (this.tree !== null) {
+      this.counts[this.tree.applyEvent(event)]++;
+      return;
+    }
+    const shard = this.assign(event.workerId);
+    const w = this.writers[shard]!;
+    w.push(event);
+    this.queued++;
+    if (w.words >= this.batchWords) this.send(shard);
+    else this.scheduleFlush();
+    if (!this.draining && this.queued + this.inFlight > this.highWater) this.draining = true;
+  }
+
+  applyEvents(events: Iterable<RouterEvent>): void {
+    for (const e of events) this.applyEvent(e);
+  }
+
+  /** Resolves once the backlog is under the low-water mark (immediately if it is). */
+  drained(): Promise<void> {
+    if (!this.draining) return Promise.resolve();
+    return new Promise((res, rej) => {
+      const onDrain = (): void => {
+        this.off('shardFailed', onFail);
+        res();
+      };
+      const onFail = (err: KvIndexError): void => {
+        this.off('drain', onDrain);
+        rej(err);
+      };
+      this.once('drain', onDrain);
+      this.once('shardFailed', onFail);
+    });
+  }
+
+  async findMatches(hashes: BigUint64Array | readonly bigint[]): Promise<OverlapScores> {
+    this.check();
+    if (this.tree !== null) return this.tree.findMatches(hashes);
+    const seq = hashes instanceof BigUint64Array ? hashes : toU64Array(hashes);
+    const words = new Uint32Array(seq.buffer, seq.byteOffset, seq.length * 2);
+    this.flushAll();
+    const replies = await Promise.all(
+      this.threads.map((t) => t.request<FindReply>({ op: 'find', words, n: seq.length, earlyExit: false })),
+    );
+    return mergeScores(replies);
+  }
+
+  /** Hashes the tokens on this thread (full blocks only), then `findMatches`. */
+  findMatchesForTokens(tokens: Uint32Array | readonly number[]): Promise<OverlapScores> {
+    return this.findMatches(computeBlockHashes(tokens, this.blockSize));
+  }
+
+  /** Drops the worker everywhere; a returning worker is assigned a shard afresh. */
+  async removeWorker(workerId: bigint): Promise<void> {
+    this.check();
+    if (this.tree !== null) {
+      this.tree.removeWorker(workerId);
+      return;
+    }
+    const shard = this.shardOf.get(workerId);
+    if (shard === undefined) return;
+    this.shardOf.delete(workerId);
+    this.workersPerShard[shard]!--;
+    this.writers[shard]!.pushRemoveWorker(workerId);
+    this.queued++;
+    this.send(shard);
+    await this.threads[shard]!.request({ op: 'flush' });
+  }
+
+  /** The merged dump as events (shards' streams concatenated, event ids from 0). */
+  async dumpEvents(): Promise<RouterEvent[]> {
+    if (this.tree !== null) {
+      this.check();
+      return this.tree.dumpEvents();
+    }
+    return decodeSnapshot(await this.dumpSnapshot('bincode'), 'bincode');
+  }
+
+  /** The merged dump as snapshot bytes: every shard dumps at once, the parts merge as bytes. */
+  async dumpSnapshot(encoding: SnapshotEncoding = 'bincode'): Promise<Uint8Array> {
+    this.check();
+    if (this.tree !== null) return this.tree.dumpSnapshot(encoding);
+    this.flushAll();
+    const parts = await Promise.all(this.threads.map((t) => t.request<Uint8Array>({ op: 'dump', encoding })));
+    return mergeSnapshots(parts, encoding);
+  }
+
+  /** Applies a snapshot's events (or any event stream), honouring backpressure, then flushes. */
+  async restore(events: Iterable<RouterEvent> | AsyncIterable<RouterEvent>): Promise<void> {
+    for await (const e of events as AsyncIterable<RouterEvent>) {
+      this.applyEvent(e);
+      if (this.draining) await this.drained();
+    }
+    await this.flush();
+  }
+
+  /** Resolves when every event enqueued so far is applied. */
+  async flush(): Promise<void> {
+    this.check();
+    if (this.tree !== null) return;
+    this.flushAll();
+    await Promise.all(this.threads.map((t) => t.request({ op: 'flush' })));
+  }
+
+  /** Per-shard statistics, in shard order. */
+  async stats(): Promise<ShardStats[]> {
+    this.check();
+    if (this.tree !== null) {
+      const t = this.tree;
+      return [{ workers: t.workers().length, pairs: t.size, nodes: t.nodeCount, events: { ...this.counts }, bytes: t.bytes }];
+    }
+    this.flushAll();
+    return Promise.all(this.threads.map((t) => t.request<ShardStats>({ op: 'stats' })));
+  }
+
+  /** Stops every shard thread; pending calls fail with KVX_CLOSED. Safe to call twice. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await Promise.all(this.threads.map((t) => t.close()));
+    this.logger?.debug('indexer closed');
+  }
+
+  /** Test-only: makes shard `index` exit abruptly, as a crashed thread would. */
+  async testKillShard(index: number): Promise<void> {
+    await this.threads[index]?.request({ op: 'exit' }).catch(() => undefined);
+  }
+
+  // ---- internals ----
+
+  private check(): void {
+    if (this.closed) throw new KvIndexError(ErrorCode.Closed, 'indexer is closed');
+    if (this.failure !== null) throw this.failure;
+  }
+
+  private assign(workerId: bigint): number {
+    let shard = this.shardOf.get(workerId);
+    if (shard === undefined) {
+      // Dynamo's rule: the shard with the fewest workers, lowest index on ties; sticky.
+      shard = 0;
+      for (let i = 1; i < this.workersPerShard.length; i++) {
+        if (this.workersPerShard[i]! < this.workersPerShard[shard]!) shard = i;
+      }
+      this.shardOf.set(workerId, shard);
+      this.workersPerShard[shard]!++;
+    }
+    return shard;
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    queueMicrotask(() => {
+      this.flushScheduled = false;
+      if (!this.closed && this.failure === null) this.flushAll();
+    });
+  }
+
+  private flushAll(): void {
+    for (let i = 0; i < this.writers.length; i++) if (this.writers[i]!.events > 0) this.send(i);
+  }
+
+  private send(shard: number): void {
+    const w = this.writers[shard]!;
+    const events = w.events;
+    if (events === 0) return;
+    const words = w.take();
+    this.queued -= events;
+    this.inFlight += events;
+    this.threads[shard]!.sendEvents(words, events);
+  }
+
+  private onAck(events: number): void {
+    this.inFlight -= events;
+    if (this.draining && this.queued + this.inFlight <= this.highWater / 2) {
+      this.draining = false;
+      this.emit('drain');
+    }
+  }
+
+  private onShardFailed(err: KvIndexError): void {
+    if (this.failure === null) this.failure = err;
+    this.logger?.error({ code: err.code }, err.message);
+    this.emit('shardFailed', err);
+  }
+}
+
+function toU64Array(hashes: readonly bigint[]): BigUint64Array {
+  const out = new BigUint64Array(hashes.length);
+  for (let i = 0; i < hashes.length; i++) {
+    const h = hashes[i]!;
+    if (typeof h !== 'bigint' || h < 0n || h > 0xffff_ffff_ffff_ffffn) {
+      throw new KvIndexError(ErrorCode.InvalidField, `hashes[${i}]: expected a u64 bigint, got ${String(h)}`);
+    }
+    out[i] = h;
+  }
+  return out;
+}
+
+/** Union of the shards' scores (their workers are disjoint); frequencies summed element-wise. */
+function mergeScores(replies: FindReply[]): OverlapScores {
+  const scores = new Map<bigint, number>();
+  const frequencies: number[] = [];
+  for (const r of replies) {
+    const t = r.triples;
+    for (let i = 0; i < t.length; i += 3) scores.set((BigInt(t[i + 1]!) << 32n) | BigInt(t[i]!), t[i + 2]!);
+    for (let i = 0; i < r.frequencies.length; i++) frequencies[i] = (frequencies[i] ?? 0) + r.frequencies[i]!;
+  }
+  return { scores, frequencies };
+}

@@ -1,0 +1,117 @@
+/**
+ * Main-thread handle of one shard thread. Piscina starts, owns and stops the thread (a pool of
+ * exactly one thread per shard, so a shard is pinned to its thread); after the start task the
+ * shard is driven over a dedicated MessagePort: event batches one way, requests and replies
+ * matched by id. A thread that dies or reports a fatal error fails every pending and later call
+ * with a `KvIndexError` naming the shard.
+ */
+import { MessageChannel } from 'node:worker_threads';
+import { Piscina } from 'piscina';
+import { ErrorCode, KvIndexError } from '../errors.js';
+import type { FromShard, ShardInit, ShardRequest, ToShard } from './messages.js';
+
+interface Pending {
+  resolve: (value: unknown) => void;
+  reject: (err: KvIndexError) => void;
+}
+
+export class ThreadShard {
+  private readonly pool: Piscina;
+  private readonly channel = new MessageChannel();
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private failure: KvIndexError | null = null;
+  private closed = false;
+  /** Events sent but not yet acknowledged as applied. */
+  inFlight = 0;
+  threadId = -1;
+
+  private constructor(
+    readonly index: number,
+    filename: string,
+    private readonly onAck: (events: number) => void,
+    private readonly onFail: (err: KvIndexError) => void,
+  ) {
+    // One thread, never recycled: the tree lives in it. atomics 'disabled' keeps the thread's
+    // event loop free between tasks so the port's messages are served.
+    this.pool = new Piscina({ filename, minThreads: 1, maxThreads: 1, idleTimeout: Infinity, atomics: 'disabled' });
+    this.pool.on('error', (err: unknown) => this.fail(`thread error: ${String(err)}`));
+    this.channel.port1.on('message', (msg: FromShard) => this.receive(msg));
+    this.channel.port1.on('close', () => this.fail('thread exited'));
+  }
+
+  static async start(
+    index: number, filename: string, init: ShardInit,
+    onAck: (events: number) => void, onFail: (err: KvIndexError) => void,
+  ): Promise<ThreadShard> {
+    const shard = new ThreadShard(index, filename, onAck, onFail);
+    const port = shard.channel.port2;
+    shard.threadId = (await shard.pool.run({ port, init }, { transferList: [port] })) as number;
+    return shard;
+  }
+
+  get failed(): KvIndexError | null {
+    return this.failure;
+  }
+
+  /** Sends a batch of encoded events; its buffer is transferred. */
+  sendEvents(words: Uint32Array, events: number): void {
+    if (this.failure !== null) throw this.failure;
+    this.inFlight += events;
+    const msg: ToShard = { t: 'events', words };
+    this.channel.port1.postMessage(msg, [words.buffer as ArrayBuffer]);
+  }
+
+  request<T>(req: ShardRequest, transfer: ArrayBuffer[] = []): Promise<T> {
+    if (this.failure !== null) return Promise.reject(this.failure);
+    const id = this.nextId++;
+    return new Promise<T>((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      const msg: ToShard = { t: 'req', id, ...req };
+      this.channel.port1.postMessage(msg, transfer);
+    });
+  }
+
+  private receive(msg: FromShard): void {
+    switch (msg.t) {
+      case 'ack':
+        this.inFlight -= msg.events;
+        this.onAck(msg.events);
+        return;
+      case 'res': {
+        const p = this.pending.get(msg.id);
+        this.pending.delete(msg.id);
+        p?.resolve(msg.value);
+        return;
+      }
+      case 'err': {
+        const p = this.pending.get(msg.id);
+        this.pending.delete(msg.id);
+        p?.reject(KvIndexError.fromData(msg));
+        return;
+      }
+      case 'fatal':
+        this.fail(msg.message, msg.code);
+        return;
+    }
+  }
+
+  private fail(why: string, code: string = ErrorCode.ShardFailed): void {
+    if (this.failure !== null || this.closed) return;
+    const message = why.startsWith(`shard ${this.index}`) ? why : `shard ${this.index}: ${why}`;
+    this.failure = new KvIndexError(ErrorCode.ShardFailed, code === ErrorCode.ShardFailed ? message : `${message} (${code})`);
+    for (const p of this.pending.values()) p.reject(this.failure);
+    this.pending.clear();
+    this.onFail(this.failure);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const err = new KvIndexError(ErrorCode.Closed, `shard ${this.index}: indexer closed`);
+    for (const p of this.pending.values()) p.reject(err);
+    this.pending.clear();
+    this.channel.port1.close();
+    await this.pool.destroy();
+  }
+}
