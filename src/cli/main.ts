@@ -1,21 +1,43 @@
 #!/usr/bin/env node
-/** The `kvindex` command line. Subcommands: `demo` (the default). */
-import { runDemo } from './demo.js';
+/**
+ * The `kvindex` command line. Each subcommand lives in its own module exporting
+ * `main(args: string[]): Promise<number>` (the exit code), loaded on demand.
+ */
 
-function main(argv: string[]): number {
-  const [command = 'demo'] = argv;
-  switch (command) {
-    case 'demo':
-      for (const line of runDemo()) process.stdout.write(line + '\n');
-      return 0;
-    case '--help':
-    case 'help':
-      process.stdout.write('usage: kvindex [demo]\n');
-      return 0;
-    default:
-      process.stderr.write(`kvindex: unknown command '${command}' (try 'kvindex help')\n`);
-      return 2;
+const COMMANDS: Record<string, () => Promise<{ main(args: string[]): Promise<number> }>> = {
+  demo: () => import('./demo-command.js'),
+  replay: () => import('./replay.js'),
+  serve: () => import('./serve.js'),
+};
+
+const USAGE = `usage: kvindex <command> [options]
+  replay <file> [options]   replay a trace, recorded KV events or a workload through the indexer
+  serve [options]           consume KV events from NATS JetStream and serve lookups
+  demo                      index a few events and print the scores
+run 'kvindex <command> --help' for the options of a command
+`;
+
+async function run(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  if (command === undefined || command === '--help' || command === 'help' || command === '-h') {
+    process.stdout.write(USAGE);
+    return 0;
   }
+  const load = COMMANDS[command];
+  if (load === undefined) {
+    process.stderr.write(`kvindex: unknown command '${command}'\n${USAGE}`);
+    return 2;
+  }
+  return (await load()).main(rest);
 }
 
-process.exitCode = main(process.argv.slice(2));
+run(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    const e = err as { code?: string; message?: string };
+    process.stderr.write(`kvindex: ${e.code ? `[${e.code}] ` : ''}${e.message ?? String(err)}\n`);
+    process.exitCode = 1;
+  },
+);

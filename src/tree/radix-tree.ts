@@ -41,7 +41,7 @@ const PARENT_NOT_FOUND: ApplyStatus = 'parent_block_not_found';
 const BLOCK_NOT_FOUND: ApplyStatus = 'block_not_found';
 const INVALID: ApplyStatus = 'invalid_block_sequence';
 
-type RecordUse = (node: number, frequencies: number[]) => void;
+type RecordUse = (node: number, frequencies: number[], t: number) => void;
 
 export class RadixTree {
   /** @internal */ readonly nodes = new NodeStore();
@@ -62,6 +62,8 @@ export class RadixTree {
   private readonly seen = new ScratchSet();
 
   private readonly recordUse: RecordUse;
+  /** The clock, read once per lookup as Dynamo does; a constant when frequencies are off. */
+  private readonly clock: () => number;
   private readonly uses: Map<number, number[]> | null;
 
   constructor(options: RadixTreeOptions = {}) {
@@ -69,6 +71,7 @@ export class RadixTree {
     const { expirationMs, now = () => performance.now() } = options;
     if (expirationMs === undefined) {
       this.uses = null;
+      this.clock = () => 0;
       this.recordUse = () => {};
     } else {
       if (!(expirationMs >= 0) || !Number.isFinite(expirationMs)) {
@@ -76,10 +79,10 @@ export class RadixTree {
       }
       const uses = new Map<number, number[]>();
       this.uses = uses;
+      this.clock = now;
       // Dynamo's frequency trail: drop uses older than the window (strictly), report the
       // remaining count when non-zero, then record this use.
-      this.recordUse = (node, frequencies) => {
-        const t = now();
+      this.recordUse = (node, frequencies, t) => {
         let list = uses.get(node);
         if (list === undefined) {
           list = [];
@@ -237,6 +240,7 @@ export class RadixTree {
     const score = this.scoreBySlot;
     const touched = this.touched;
     const frequencies: number[] = [];
+    const t = this.clock();
     let cur: number = ROOT;
     for (let i = 0; i < n; i++) {
       const child = edges.find(cur, words[off + 2 * i]!, words[off + 2 * i + 1]!);
@@ -254,7 +258,7 @@ export class RadixTree {
         if (u === 0) touched.push(t);
         p = pNext[p]!;
       }
-      this.recordUse(child, frequencies);
+      this.recordUse(child, frequencies, t);
       if (earlyExit && single) break;
       cur = child;
     }
@@ -413,6 +417,12 @@ export class RadixTree {
     const edges = this.edges;
     edges.remove(top);
     nodes.unlink(top);
+    if (nodes.firstChild[top] === NONE) {
+      // Leaf: the common case (engines evict leaf first), no walk needed.
+      if (this.uses !== null) this.uses.delete(top);
+      nodes.freeNodeId(top);
+      return;
+    }
     const stack = this.stack;
     stack.push(top);
     while (stack.length > 0) {
