@@ -343,3 +343,30 @@ export function countOrphans(tree: MapRadixTree): number {
   }
   return n;
 }
+
+/**
+ * Dynamo's dump after PR #3370 on the Map tree: BFS, one single-block Stored event per
+ * (node, worker), the external hash read from the node's own worker map and the parent hash
+ * from a per-child copy of the parent's worker map. The baseline of the dump benchmark.
+ */
+export function dumpPerPair(tree: MapRadixTree): RouterEvent[] {
+  const { root } = internalsOf(tree);
+  const out: RouterEvent[] = [];
+  let eventId = 0n;
+  const queue: { node: MapNode; parentHashes: Map<bigint, bigint> }[] = [];
+  for (const c of root.children.values()) queue.push({ node: c, parentHashes: new Map() });
+  for (let qi = 0; qi < queue.length; qi++) {
+    const { node, parentHashes } = queue[qi]!;
+    for (const [w, hash] of node.workers) {
+      out.push({
+        workerId: w,
+        event: {
+          eventId: eventId++,
+          data: { type: 'stored', parentHash: parentHashes.get(w) ?? null, blocks: [{ blockHash: hash, tokensHash: node.tokensHash }] },
+        },
+      });
+    }
+    for (const c of node.children.values()) queue.push({ node: c, parentHashes: new Map(node.workers) });
+  }
+  return out;
+}

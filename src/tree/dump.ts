@@ -56,17 +56,19 @@ export class EventCollector implements DumpSink {
 /** Writes every (worker, node) pair of the tree into the sink exactly once. */
 export function dumpTree(tree: RadixTree, sink: DumpSink): void {
   const nodes = tree.nodes;
-  const { parent, firstChild, nextSib, tokLo, tokHi, w0, h0Lo, h0Hi, overflow, pWorker, pLo, pHi, pNext } = nodes;
+  const { parent, firstChild, nextSib, tokLo, tokHi, w0, h0Lo, h0Hi, pWorker, pLo, pHi, pNext } = nodes;
   // The worker's hash on a node is returned through these two, to avoid an allocation per pair.
   let hashLo = 0;
   let hashHi = 0;
   const holds = (node: number, slot: number): boolean => {
-    if (w0[node] === slot) {
+    const w = w0[node]!;
+    if (w === slot) {
       hashLo = h0Lo[node]!;
       hashHi = h0Hi[node]!;
       return true;
     }
-    for (let p = overflow[node]!; p !== NONE; p = pNext[p]!) {
+    if (w >= NONE) return false;
+    for (let p = -w - 2; p !== NONE; p = pNext[p]!) {
       if (pWorker[p] === slot) {
         hashLo = pLo[p]!;
         hashHi = pHi[p]!;

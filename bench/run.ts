@@ -1,0 +1,69 @@
+/**
+ * `npm run bench [-- --quick] [-- --only name,name]`: runs the tinybench suites and writes
+ * BENCHMARKS.md (with machine, Node version and date) and bench/results.json from their output.
+ * `--quick` runs every suite on a subset (under a minute in all).
+ */
+import { writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { SuiteOptions, SuiteResult } from './suite.js';
+
+type Suite = (opts: SuiteOptions) => Promise<SuiteResult>;
+
+const SUITES: Array<[string, () => Promise<Suite>]> = [
+  ['hash', async () => {
+    const m = await import('./hash.bench.js');
+    return async (o) => ({ title: 'Hashing: tokens -> block hashes', ...(await m.runHashBench({ quick: o.quick })) });
+  }],
+  ['json', async () => {
+    const m = await import('./json.bench.js');
+    return async (o) => ({
+      title: 'Event JSON parsing',
+      ...(await m.runJsonBench({ quick: o.quick, workloadPath: resolve(o.shared, 'workloads/conversation.jsonl.gz') })),
+    });
+  }],
+  ['tree', async () => (await import('./tree.bench.js')).run],
+];
+
+async function main(): Promise<void> {
+  const args = process.argv.slice(2);
+  const quick = args.includes('--quick');
+  const onlyAt = args.indexOf('--only');
+  const only = onlyAt >= 0 ? new Set((args[onlyAt + 1] ?? '').split(',')) : null;
+  const root = resolve(fileURLToPath(import.meta.url), '../../..');
+  const opts: SuiteOptions = { quick, shared: resolve(root, '../shared') };
+  const results: Array<{ name: string } & SuiteResult> = [];
+  for (const [name, load] of SUITES) {
+    if (only !== null && !only.has(name)) continue;
+    const started = performance.now();
+    process.stderr.write(`bench: ${name}...\n`);
+    const result = await (await load())(opts);
+    process.stderr.write(`bench: ${name} done in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
+    results.push({ name, ...result });
+  }
+  const cpu = cpus()[0]?.model ?? 'unknown CPU';
+  const header = [
+    '# kvindex benchmarks',
+    '',
+    `Written by \`npm run bench${quick ? ' -- --quick' : ''}\` (bench/run.ts) on ${new Date().toISOString().slice(0, 10)}: ` +
+      `${cpus().length} x ${cpu}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}. ` +
+      'Workloads: `conversation` and `synthetic` from shared/workloads (Mooncake traces replayed through a simulated ' +
+      '4-worker fleet). Terms: a *pair* is one (worker, block) entry of the index; *block-ops* are stored blocks + ' +
+      'removed blocks + blocks visited by lookups; a *snapshot* is the dump of the index as Dynamo RouterEvents ' +
+      '(bincode unless stated). The machine is shared and noisy: compare ratios within one run.',
+    '',
+  ];
+  const body = results.map((r) => `## ${r.title}\n\n${r.markdown}\n`);
+  if (only === null) writeFileSync(resolve(root, 'BENCHMARKS.md'), [...header, ...body].join('\n'));
+  else process.stdout.write([...header, ...body].join('\n'));
+  writeFileSync(
+    resolve(root, only === null ? 'bench/results.json' : 'bench/results.partial.json'),
+    JSON.stringify({ date: new Date().toISOString(), node: process.version, quick, suites: results }, null, 2) + '\n',
+  );
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench failed: ${String((err as Error).stack ?? err)}\n`);
+  process.exitCode = 1;
+});

@@ -1,0 +1,151 @@
+/**
+ * RadixTree against the plain Map-based reference tree, in the same tinybench runs:
+ * - replay (apply + findMatches) of each shared workload from an empty tree, in block-ops/s;
+ * - findMatches latency on the conversation workload's final tree (p50 / p99);
+ * - dump of a tree of about a million (worker, block) pairs: `dumpSnapshot('bincode')` against
+ *   the reference's `dumpEvents()` followed by `encodeSnapshot`;
+ * - memory: heap plus array buffers per (worker, block) pair.
+ * Targets (issue 2): apply >= 3x the reference, dump >= 10x, lookup p99 <= 20 us, <= 64 B/pair.
+ */
+import { Bench } from 'tinybench';
+import { encodeSnapshot } from '../src/protocol/snapshot-writer.js';
+import { RadixTree } from '../src/tree/radix-tree.js';
+import { dumpPerPair, MapRadixTree } from './reference/map-radix-tree.js';
+import { table, type SuiteOptions, type SuiteResult } from './suite.js';
+import { loadWorkload, replicatedEvents, usedBytes, workloadPath, type EventSink, type LoadedWorkload } from './workloads.js';
+
+interface Replayable extends EventSink {
+  findMatches(seq: BigUint64Array): unknown;
+}
+
+function replay(tree: Replayable, w: LoadedWorkload): void {
+  for (const op of w.ops) {
+    if (op.kind === 'event') tree.applyEvent(op.event);
+    else tree.findMatches(op.seq);
+  }
+}
+
+const us = (ms: number): number => Math.round(ms * 1000 * 100) / 100;
+
+export async function run(opts: SuiteOptions): Promise<SuiteResult> {
+  const rows: SuiteResult['rows'] = [];
+  const sections: string[] = [];
+  const maxLines = opts.quick ? 6_000 : Infinity;
+  const names = ['conversation', 'synthetic'];
+  const loaded: LoadedWorkload[] = [];
+  for (const name of names) {
+    const p = workloadPath(opts.shared, name);
+    if (p !== null) loaded.push(await loadWorkload(p, name, maxLines));
+  }
+  if (loaded.length === 0) {
+    return { title: 'Radix tree', markdown: '_skipped: no shared workloads found_', rows };
+  }
+
+  // 1. Replay throughput.
+  const replayRows: SuiteResult['rows'] = [];
+  for (const w of loaded) {
+    const bench = new Bench({ iterations: opts.quick ? 1 : 3, time: 0, warmupIterations: 1, warmupTime: 0 });
+    bench.add('RadixTree', () => replay(new RadixTree(), w));
+    bench.add('MapRadixTree (reference)', () => replay(new MapRadixTree(), w), { });
+    bench.runSync();
+    const blockOps = w.eventBlocks + w.lookupBlocks;
+    const [ours, ref] = bench.tasks.map((t) => t.result);
+    const oursMs = ours && 'latency' in ours ? ours.latency.p50 : NaN;
+    const refMs = ref && 'latency' in ref ? ref.latency.p50 : NaN;
+    replayRows.push({
+      workload: w.name, events: w.events, lookups: w.lookups, 'block-ops': blockOps,
+      'RadixTree ms (median)': Math.round(oursMs), 'RadixTree block-ops/s': Math.round(blockOps / (oursMs / 1000)),
+      'reference ms (median)': Math.round(refMs), 'reference block-ops/s': Math.round(blockOps / (refMs / 1000)),
+      'speedup': Math.round((refMs / oursMs) * 100) / 100,
+    });
+  }
+  rows.push(...replayRows.map((r) => ({ suite: 'tree-replay', ...r })));
+  sections.push(
+    '**Replay** (apply every event and run every lookup of the workload, from an empty tree; ' +
+      'block-ops = stored + removed blocks + blocks visited by lookups). Target: RadixTree >= 3x the reference.\n\n' +
+      table(replayRows),
+  );
+
+  // 2. Lookup latency on the final conversation tree.
+  const conv = loaded[0]!;
+  const ours = new RadixTree();
+  const ref = new MapRadixTree();
+  replay(ours, conv);
+  replay(ref, conv);
+  const seqs = conv.ops.flatMap((o) => (o.kind === 'match' ? [o.seq] : []));
+  let i = 0;
+  let j = 0;
+  const lookup = new Bench({ time: opts.quick ? 300 : 1500, warmupTime: 100, retainSamples: false });
+  lookup.add('findMatches RadixTree', () => {
+    ours.findMatches(seqs[i++ % seqs.length]!);
+  });
+  lookup.add('findMatches MapRadixTree (reference)', () => {
+    ref.findMatches(seqs[j++ % seqs.length]!);
+  });
+  lookup.runSync();
+  const lookupRows = lookup.tasks.map((t) => {
+    const r = t.result;
+    const l = 'latency' in r ? r.latency : null;
+    return { task: t.name, samples: l?.samplesCount ?? 0, 'p50 us': us(l?.p50 ?? NaN), 'p99 us': us(l?.p99 ?? NaN), 'max us': us(l?.max ?? NaN) };
+  });
+  rows.push(...lookupRows.map((r) => ({ suite: 'tree-lookup', workload: conv.name, ...r })));
+  sections.push(
+    `**findMatches latency** on the final ${conv.name} tree (${ours.size.toLocaleString('en-US')} pairs), ` +
+      `cycling through its ${seqs.length.toLocaleString('en-US')} request sequences. Target: p99 <= 20 us.\n\n` +
+      table(lookupRows),
+  );
+
+  // 3. Memory per pair of the final tree.
+  const before = usedBytes();
+  const memTree = new RadixTree();
+  replay(memTree, conv);
+  const ourBytes = usedBytes() - before;
+  const before2 = usedBytes();
+  const memRef = new MapRadixTree();
+  replay(memRef, conv);
+  const refBytes = usedBytes() - before2;
+  const memRows = [
+    { tree: 'RadixTree', pairs: memTree.size, 'bytes/pair (heap + array buffers)': Math.round(ourBytes / memTree.size), 'typed arrays bytes/pair': Math.round(memTree.bytes / memTree.size) },
+    { tree: 'MapRadixTree (reference)', pairs: memRef.size, 'bytes/pair (heap + array buffers)': Math.round(refBytes / memRef.size), 'typed arrays bytes/pair': 0 },
+  ];
+  rows.push(...memRows.map((r) => ({ suite: 'tree-memory', workload: conv.name, ...r })));
+  sections.push(`**Memory** of the final ${conv.name} tree, measured as the growth of heap plus array buffers after a full GC. Target: <= 64 bytes/pair.\n\n${table(memRows)}`);
+
+  // 4. Dump of about a million pairs.
+  const copies = Math.max(1, Math.round((opts.quick ? 262_144 : 1_048_576) / Math.max(1, ours.size)));
+  const events = replicatedEvents(ours, copies);
+  const big = new RadixTree();
+  const bigRef = new MapRadixTree();
+  for (const e of events) {
+    big.applyEvent(e);
+    bigRef.applyEvent(e);
+  }
+  let bytesOut = 0;
+  const dump = new Bench({ iterations: opts.quick ? 3 : 7, time: 0, warmupIterations: 1, warmupTime: 0 });
+  dump.add("RadixTree.dumpSnapshot('bincode')", () => {
+    bytesOut = big.dumpSnapshot('bincode').length;
+  });
+  dump.add('reference per-pair dump (Dynamo #3370) + encodeSnapshot', () => {
+    encodeSnapshot(dumpPerPair(bigRef), 'bincode');
+  });
+  dump.add('reference chained dumpEvents() + encodeSnapshot', () => {
+    encodeSnapshot(bigRef.dumpEvents(), 'bincode');
+  });
+  dump.runSync();
+  const med = dump.tasks.map((t) => ('latency' in t.result ? t.result.latency.p50 : NaN));
+  const d0 = med[0]!;
+  const dumpRows = dump.tasks.map((t, k) => ({
+    task: t.name,
+    pairs: big.size,
+    'ms (median)': Math.round(med[k]! * 10) / 10,
+    'time vs RadixTree': Math.round((med[k]! / d0) * 10) / 10,
+  }));
+  sections.push(`Snapshot bytes written by RadixTree: ${bytesOut.toLocaleString('en-US')}.`);
+  rows.push(...dumpRows.map((r) => ({ suite: 'tree-dump', ...r })));
+  sections.splice(sections.length - 1, 0,
+    `**Snapshot dump** of a tree of ${big.size.toLocaleString('en-US')} pairs (the final ${conv.name} tree replicated ` +
+      `${copies}x under other worker ids and hashes). Target: >= 10x faster than the reference's (Dynamo-style) dump + bincode encoding.\n\n${table(dumpRows)}`,
+  );
+
+  return { title: 'Radix tree (issue 2 targets)', markdown: sections.join('\n\n'), rows };
+}
