@@ -147,6 +147,11 @@ export class ShardedIndexer extends EventEmitter {
     return this.draining;
   }
 
+  /** Shard threads still running (0 after `close()`). */
+  get liveThreads(): number {
+    return this.threads.reduce((n, t) => n + t.liveThreads, 0);
+  }
+
   /** Thread ids of the shard threads (empty for `shards: 0`). */
   get threadIds(): number[] {
     return this.threads.map((t) => t.threadId);
@@ -324,7 +329,7 @@ export class ShardedIndexer extends EventEmitter {
     const words = w.take();
     this.queued -= events;
     this.inFlight += events;
-    this.threads[shard]!.sendEvents(words, events);
+    this.threads[shard]!.sendEvents(words);
   }
 
   private onAck(events: number): void {

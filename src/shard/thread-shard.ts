@@ -22,8 +22,6 @@ export class ThreadShard {
   private nextId = 1;
   private failure: KvIndexError | null = null;
   private closed = false;
-  /** Events sent but not yet acknowledged as applied. */
-  inFlight = 0;
   threadId = -1;
 
   private constructor(
@@ -50,14 +48,18 @@ export class ThreadShard {
     return shard;
   }
 
+  /** Threads of this shard's pool that are still running (1, or 0 once closed or dead). */
+  get liveThreads(): number {
+    return this.pool.threads.length;
+  }
+
   get failed(): KvIndexError | null {
     return this.failure;
   }
 
   /** Sends a batch of encoded events; its buffer is transferred. */
-  sendEvents(words: Uint32Array, events: number): void {
+  sendEvents(words: Uint32Array): void {
     if (this.failure !== null) throw this.failure;
-    this.inFlight += events;
     const msg: ToShard = { t: 'events', words };
     this.channel.port1.postMessage(msg, [words.buffer as ArrayBuffer]);
   }
@@ -75,7 +77,6 @@ export class ThreadShard {
   private receive(msg: FromShard): void {
     switch (msg.t) {
       case 'ack':
-        this.inFlight -= msg.events;
         this.onAck(msg.events);
         return;
       case 'res': {

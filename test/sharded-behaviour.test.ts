@@ -1,0 +1,176 @@
+/** Ordering, worker assignment, restore, backpressure, options and faults of ShardedIndexer. */
+import { afterEach, describe, expect, it } from 'vitest';
+import { ErrorCode, KvIndexError } from '../src/errors.js';
+import { computeBlockHashes } from '../src/hash/block-hash.js';
+import type { RouterEvent } from '../src/protocol/types.js';
+import { ShardedIndexer } from '../src/shard/sharded-indexer.js';
+import { dumpTuples } from './support/compare.js';
+
+const W1 = 0x694d99badb9f7c07n;
+const W2 = W1 + 1n;
+const W3 = W1 + 2n;
+
+function stored(workerId: bigint, parent: bigint | null, blocks: [bigint, bigint][]): RouterEvent {
+  return {
+    workerId,
+    event: { eventId: 0n, data: { type: 'stored', parentHash: parent, blocks: blocks.map(([blockHash, tokensHash]) => ({ blockHash, tokensHash })) } },
+  };
+}
+
+/** A chain of n blocks whose hashes are far above 2^53. */
+function chain(workerId: bigint, n: number, salt = 0n): RouterEvent {
+  const blocks: [bigint, bigint][] = [];
+  for (let i = 0; i < n; i++) blocks.push([0xf000_0000_0000_0000n + salt * 1000n + BigInt(i), 0xe000_0000_0000_0000n + BigInt(i)]);
+  return stored(workerId, null, blocks);
+}
+
+const toks = (n: number): bigint[] => Array.from({ length: n }, (_, i) => 0xe000_0000_0000_0000n + BigInt(i));
+
+let open: ShardedIndexer[] = [];
+async function make(shards: number, extra: Partial<Parameters<typeof ShardedIndexer.create>[0]> = {}): Promise<ShardedIndexer> {
+  const ix = await ShardedIndexer.create({ shards, blockSize: 4, ...extra });
+  open.push(ix);
+  return ix;
+}
+afterEach(async () => {
+  await Promise.all(open.map((ix) => ix.close()));
+  open = [];
+});
+
+describe('ShardedIndexer ordering', () => {
+  it.each([0, 2])('a lookup right after applyEvent sees the event (shards: %i)', async (shards) => {
+    const ix = await make(shards);
+    ix.applyEvent(chain(W1, 5));
+    ix.applyEvent(chain(W2, 3, 1n));
+    const { scores } = await ix.findMatches(toks(5));
+    expect(scores.get(W1)).toBe(5);
+    expect(scores.get(W2)).toBe(3);
+  });
+
+  it('findMatchesForTokens hashes full blocks on the calling thread', async () => {
+    const ix = await make(2);
+    const tokens = Uint32Array.from({ length: 10 }, (_, i) => i);
+    const local = computeBlockHashes(tokens, 4);
+    ix.applyEvent(stored(W1, null, [[1n, local[0]!], [2n, local[1]!]]));
+    expect((await ix.findMatchesForTokens(tokens)).scores.get(W1)).toBe(2);
+  });
+});
+
+describe('ShardedIndexer worker assignment', () => {
+  it('puts a new worker on the shard with the fewest workers and moves a returning one', async () => {
+    const ix = await make(2);
+    ix.applyEvent(chain(W1, 2)); // shard 0
+    ix.applyEvent(chain(W2, 2, 1n)); // shard 1
+    await ix.removeWorker(W1); // shard 0 empty
+    ix.applyEvent(chain(W3, 2, 2n)); // shard 0 (fewest)
+    await ix.removeWorker(W2); // shard 1 empty
+    ix.applyEvent(chain(W1, 4, 3n)); // back, now on shard 1
+    const stats = await ix.stats();
+    expect(stats.map((s) => s.workers)).toEqual([1, 1]);
+    expect(stats.map((s) => s.pairs)).toEqual([2, 4]);
+    const { scores } = await ix.findMatches(toks(4));
+    expect(Object.fromEntries([...scores].map(([w, s]) => [w.toString(), s]))).toEqual({ [W3.toString()]: 2, [W1.toString()]: 4 });
+  });
+});
+
+describe('ShardedIndexer restore', () => {
+  it('a dump restored into another shard count gives the same dump and scores', async () => {
+    const a = await make(2);
+    for (let w = 0n; w < 6n; w++) a.applyEvent(chain(W1 + w, 3 + Number(w), w));
+    const events = await a.dumpEvents();
+    const b = await make(3);
+    await b.restore(events);
+    expect(dumpTuples(await b.dumpEvents())).toEqual(dumpTuples(events));
+    expect(await b.findMatches(toks(8))).toEqual(await a.findMatches(toks(8)));
+  });
+
+  it('restores from an async iterable', async () => {
+    const a = await make(0);
+    async function* gen(): AsyncGenerator<RouterEvent> {
+      yield chain(W1, 3);
+      yield chain(W2, 2, 1n);
+    }
+    await a.restore(gen());
+    expect((await a.stats())[0]!.pairs).toBe(5);
+  });
+});
+
+describe('ShardedIndexer backpressure', () => {
+  it('sets needsDrain above the high-water mark and emits drain once applied', async () => {
+    const ix = await make(2, { highWaterEvents: 50, batchWords: 64 });
+    let drains = 0;
+    ix.on('drain', () => drains++);
+    for (let i = 0; i < 500; i++) ix.applyEvent(chain(W1 + BigInt(i % 7), 3, BigInt(i)));
+    expect(ix.needsDrain).toBe(true);
+    await ix.drained();
+    expect(ix.needsDrain).toBe(false);
+    expect(drains).toBe(1);
+    await ix.flush();
+    const stats = await ix.stats();
+    expect(stats.reduce((n, s) => n + s.events.ok, 0)).toBe(500);
+  });
+});
+
+describe('ShardedIndexer validation', () => {
+  it.each([
+    [{ shards: -1, blockSize: 4 }, 'shards'],
+    [{ shards: 1.5, blockSize: 4 }, 'shards'],
+    [{ shards: 65, blockSize: 4 }, 'shards'],
+    [{ shards: 1, blockSize: 0 }, 'blockSize'],
+    [{ shards: 0, blockSize: 4, expirationMs: -1 }, 'expirationMs'],
+    [{ shards: 0, blockSize: 4, highWaterEvents: 0 }, 'highWaterEvents'],
+  ])('rejects %o naming %s', async (options, field) => {
+    const err = await ShardedIndexer.create(options).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(KvIndexError);
+    expect((err as KvIndexError).code).toBe(ErrorCode.InvalidOption);
+    expect((err as KvIndexError).message).toContain(field);
+  });
+
+  it.each([0, 2])('rejects a malformed event on the calling thread and keeps working (shards: %i)', async (shards) => {
+    const ix = await make(shards);
+    ix.applyEvent(chain(W1, 2));
+    const bad = chain(W2, 2);
+    (bad.event.data as { blocks: { blockHash: bigint }[] }).blocks[1]!.blockHash = -5n;
+    expect(() => ix.applyEvent(bad)).toThrow(/block_hash/);
+    expect(() => ix.applyEvent({ workerId: 2n ** 64n, event: { eventId: 0n, data: { type: 'cleared' } } })).toThrow(KvIndexError);
+    expect((await ix.findMatches(toks(2))).scores).toEqual(new Map([[W1, 2]]));
+    expect((await ix.stats()).reduce((n, s) => n + s.events.ok, 0)).toBe(1);
+  });
+});
+
+describe('ShardedIndexer faults', () => {
+  it('a shard whose event handler throws fails pending and later calls, naming the shard', async () => {
+    const ix = await make(2, { testFailOnWorker: W2 });
+    ix.applyEvent(chain(W1, 2)); // shard 0
+    ix.applyEvent(chain(W2, 2, 1n)); // shard 1: fails there
+    const err = await ix.findMatches(toks(2)).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(KvIndexError);
+    expect((err as KvIndexError).code).toBe(ErrorCode.ShardFailed);
+    expect((err as KvIndexError).message).toMatch(/shard 1/);
+    expect(() => ix.applyEvent(chain(W1, 1))).toThrow(/shard 1/);
+    await expect(ix.dumpEvents()).rejects.toThrow(/shard 1/);
+    await ix.close();
+    expect(ix.liveThreads).toBe(0);
+  });
+
+  it('a shard thread that dies fails every call fast and close still returns', async () => {
+    const ix = await make(2);
+    ix.applyEvent(chain(W1, 2));
+    await ix.testKillShard(1);
+    const err = await ix.findMatches(toks(2)).catch((e: unknown) => e);
+    expect((err as KvIndexError).code).toBe(ErrorCode.ShardFailed);
+    expect((err as KvIndexError).message).toMatch(/shard 1/);
+    await expect(ix.stats()).rejects.toThrow(/shard 1/);
+    await ix.close();
+    expect(ix.liveThreads).toBe(0);
+  });
+
+  it('leaves no thread running after close and rejects later calls', async () => {
+    const ix = await make(3);
+    expect(ix.liveThreads).toBe(3);
+    expect(new Set(ix.threadIds).size).toBe(3);
+    await ix.close();
+    expect(ix.liveThreads).toBe(0);
+    await expect(ix.findMatches(toks(1))).rejects.toMatchObject({ code: ErrorCode.Closed });
+  });
+});

@@ -1,0 +1,77 @@
+/**
+ * The same event streams through `shards: 0, 1, 2, 3` give identical scores and equivalent
+ * dumps: random streams of prefix-closed engines (see prefix-closed-gen.ts for why only those),
+ * and a slice of each shared workload checked against its `expect` oracle.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import { ShardedIndexer } from '../src/shard/sharded-indexer.js';
+import { readWorkload } from '../src/trace/workload.js';
+import { dumpTuples, sortedScores } from './support/compare.js';
+import { prefixClosedStream } from './support/prefix-closed-gen.js';
+import { sharedWorkload } from './support/shared.js';
+
+const SHARDS = [0, 1, 2, 3];
+const open: ShardedIndexer[] = [];
+
+async function fleet(): Promise<ShardedIndexer[]> {
+  const all = await Promise.all(SHARDS.map((shards) => ShardedIndexer.create({ shards, blockSize: 16 })));
+  open.push(...all);
+  return all;
+}
+
+afterAll(async () => {
+  await Promise.all(open.map((ix) => ix.close()));
+});
+
+describe('sharded indexer equivalence', () => {
+  it('random prefix-closed streams give identical scores and equivalent dumps for 0..3 shards', async () => {
+    for (let seed = 1; seed <= 10; seed++) {
+      const stream = prefixClosedStream(seed, 600);
+      const ixs = await fleet();
+      for (const op of stream.ops) {
+        if (op.kind === 'event') {
+          for (const ix of ixs) ix.applyEvent(op.event);
+        } else if (op.kind === 'removeWorker') {
+          await Promise.all(ixs.map((ix) => ix.removeWorker(op.workerId)));
+        } else {
+          const results = await Promise.all(ixs.map((ix) => ix.findMatches(op.hashes)));
+          const want = sortedScores(results[0]!);
+          for (const r of results) expect(sortedScores(r)).toEqual(want);
+        }
+      }
+      const dumps = await Promise.all(ixs.map((ix) => ix.dumpEvents()));
+      const want = dumpTuples(dumps[0]!);
+      for (const d of dumps) {
+        expect(dumpTuples(d)).toEqual(want);
+        expect(d.map((e) => e.event.eventId)).toEqual(d.map((_, i) => BigInt(i)));
+      }
+      await Promise.all(ixs.map((ix) => ix.close()));
+    }
+  }, 120_000);
+
+  describe.each(['conversation', 'synthetic-perworker'])('workload slice %s', (name) => {
+    const path = sharedWorkload(name);
+    it.skipIf(path === null)('matches the expect oracle through every shard count', async () => {
+      const ixs = await fleet();
+      let mismatches = 0;
+      let matches = 0;
+      for await (const op of readWorkload(path!, 12_000)) {
+        if (op.op === 'event') {
+          for (const ix of ixs) ix.applyEvent(op.event);
+        } else if (op.op === 'match') {
+          matches++;
+          const results = await Promise.all(ixs.map((ix) => ix.findMatches(op.seq)));
+          for (const r of results) {
+            const ok = r.scores.size === op.expect.size && [...op.expect].every(([w, s]) => r.scores.get(w) === s);
+            if (!ok) mismatches++;
+          }
+        }
+      }
+      expect(matches).toBeGreaterThan(1000);
+      expect(mismatches).toBe(0);
+      const dumps = await Promise.all(ixs.map((ix) => ix.dumpEvents()));
+      const want = dumpTuples(dumps[0]!);
+      for (const d of dumps) expect(dumpTuples(d)).toEqual(want);
+    }, 120_000);
+  });
+});
