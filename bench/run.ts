@@ -24,6 +24,7 @@ const SUITES: Array<[string, () => Promise<Suite>]> = [
     });
   }],
   ['tree', async () => (await import('./tree.bench.js')).run],
+  ['shard', async () => (await import('./shard.bench.js')).run],
 ];
 
 async function main(): Promise<void> {

@@ -13,6 +13,7 @@ export { decodeSnapshot, iterateSnapshot } from './protocol/snapshot-reader.js';
 export { mergeSnapshots } from './protocol/snapshot-merge.js';
 export { computeBlockHashes, computeSequenceHashes, XXH3_SEED } from './hash/block-hash.js';
 export { RadixTree } from './tree/radix-tree.js';
+export { ShardedIndexer } from './shard/sharded-indexer.js';
 
 // Types
 export type {
@@ -28,3 +29,5 @@ export type { RecorderLine, JsonValue, JsonObject } from './protocol/json-parse.
 export type { SnapshotWriter } from './protocol/snapshot-writer.js';
 export type { RadixTreeOptions } from './tree/radix-tree.js';
 export type { DumpSink } from './tree/dump.js';
+export type { ShardedIndexerOptions } from './shard/sharded-indexer.js';
+export type { ShardStats } from './shard/messages.js';

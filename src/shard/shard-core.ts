@@ -42,6 +42,11 @@ export class ShardCore {
     }
   }
 
+  /** Serves a request outside the port (the piscina-task path of the channel benchmark). */
+  serveDirect(req: ShardRequest): unknown {
+    return this.serve(req)[0];
+  }
+
   private serve(req: ShardRequest): [unknown, ArrayBuffer[]] {
     switch (req.op) {
       case 'find': {

@@ -283,6 +283,19 @@ export class ShardedIndexer extends EventEmitter {
     this.logger?.debug('indexer closed');
   }
 
+  /**
+   * @internal Benchmark only: findMatches with one piscina task per shard instead of the port.
+   * Tasks do not queue behind event batches: call `flush()` first.
+   */
+  async findMatchesViaTasks(seq: BigUint64Array): Promise<OverlapScores> {
+    this.check();
+    const words = new Uint32Array(seq.buffer, seq.byteOffset, seq.length * 2);
+    const replies = await Promise.all(
+      this.threads.map((t) => t.requestViaTask<FindReply>({ op: 'find', words, n: seq.length, earlyExit: false })),
+    );
+    return mergeScores(replies);
+  }
+
   /** Test-only: makes shard `index` exit abruptly, as a crashed thread would. */
   async testKillShard(index: number): Promise<void> {
     await this.threads[index]?.request({ op: 'exit' }).catch(() => undefined);

@@ -1,0 +1,155 @@
+/**
+ * Sharded against in-thread indexing (issue 3 targets), all in one run:
+ * - ingestion: every event of a workload through `shards: 0, 1, 2`, in block-ops/s (stored +
+ *   removed blocks; the main thread validates and encodes, shards apply);
+ * - replay: events and lookups interleaved, each lookup awaited (block-ops include the blocks
+ *   visited by lookups);
+ * - lookup latency on the final tree through each shard count, and through piscina tasks
+ *   instead of the dedicated port;
+ * - dump of about a million pairs: in-thread vs the shards' parallel dumps merged as bytes.
+ * Targets: 2 shards ingest >= 1.6x shards: 0; lookup p99 through 2 shards <= 150 us;
+ * dumpSnapshot of ~1M pairs through 2 shards <= 0.7x the time of shards: 0.
+ */
+import { ShardedIndexer } from '../src/shard/sharded-indexer.js';
+import { RadixTree } from '../src/tree/radix-tree.js';
+import { percentile, table, type SuiteOptions, type SuiteResult } from './suite.js';
+import { loadWorkload, replicatedEvents, workloadPath, type LoadedWorkload } from './workloads.js';
+
+const SHARD_COUNTS = [0, 1, 2];
+
+async function ingest(w: LoadedWorkload, shards: number): Promise<number> {
+  const ix = await ShardedIndexer.create({ shards, blockSize: 64 });
+  try {
+    const t0 = performance.now();
+    for (const op of w.ops) {
+      if (op.kind !== 'event') continue;
+      ix.applyEvent(op.event);
+      if (ix.needsDrain) await ix.drained();
+    }
+    await ix.flush();
+    return performance.now() - t0;
+  } finally {
+    await ix.close();
+  }
+}
+
+async function replay(w: LoadedWorkload, shards: number): Promise<{ ms: number; ix: ShardedIndexer }> {
+  const ix = await ShardedIndexer.create({ shards, blockSize: 64 });
+  const t0 = performance.now();
+  for (const op of w.ops) {
+    if (op.kind === 'event') ix.applyEvent(op.event);
+    else await ix.findMatches(op.seq);
+  }
+  await ix.flush();
+  return { ms: performance.now() - t0, ix };
+}
+
+async function latencies(seqs: BigUint64Array[], find: (s: BigUint64Array) => Promise<unknown>, n: number): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < n + 200; i++) {
+    const t0 = performance.now();
+    await find(seqs[i % seqs.length]!);
+    if (i >= 200) out.push((performance.now() - t0) * 1000); // the first 200 warm up
+  }
+  return out.sort((a, b) => a - b);
+}
+
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const r1 = (x: number): number => Math.round(x * 10) / 10;
+
+export async function run(opts: SuiteOptions): Promise<SuiteResult> {
+  const rows: SuiteResult['rows'] = [];
+  const sections: string[] = [];
+  const maxLines = opts.quick ? 6_000 : Infinity;
+  const reps = opts.quick ? 1 : 3;
+  const loaded: LoadedWorkload[] = [];
+  for (const name of ['conversation', 'synthetic']) {
+    const p = workloadPath(opts.shared, name);
+    if (p !== null) loaded.push(await loadWorkload(p, name, maxLines));
+  }
+  if (loaded.length === 0) return { title: 'Sharded indexer', markdown: '_skipped: no shared workloads_', rows };
+
+  // 1. Ingestion and replay.
+  const ingestRows: SuiteResult['rows'] = [];
+  for (const w of loaded) {
+    const base: Record<number, number> = {};
+    for (const shards of SHARD_COUNTS) {
+      const times: number[] = [];
+      for (let r = 0; r < reps; r++) times.push(await ingest(w, shards));
+      const ms = median(times);
+      const replayTimes: number[] = [];
+      for (let r = 0; r < reps; r++) {
+        const { ms: rms, ix } = await replay(w, shards);
+        replayTimes.push(rms);
+        await ix.close();
+      }
+      const rms = median(replayTimes);
+      base[shards] = ms;
+      ingestRows.push({
+        workload: w.name, shards,
+        'ingest ms': Math.round(ms), 'ingest block-ops/s': Math.round(w.eventBlocks / (ms / 1000)),
+        'vs shards 0': r1((base[0]! / ms) * 10) / 10,
+        'replay ms': Math.round(rms), 'replay block-ops/s': Math.round((w.eventBlocks + w.lookupBlocks) / (rms / 1000)),
+      });
+    }
+  }
+  rows.push(...ingestRows.map((r) => ({ suite: 'shard-ingest', ...r })));
+  sections.push(
+    '**Ingestion** (every event, pre-parsed, through `applyEvent` then `flush()`; block-ops = stored + removed blocks) ' +
+      'and **replay** (events and lookups interleaved, each lookup awaited; block-ops add the blocks visited by lookups). ' +
+      `Median of ${reps}. Target: 2 shards ingest >= 1.6x shards: 0.\n\n${table(ingestRows)}`,
+  );
+
+  // 2. Lookup latency on the final conversation tree.
+  const conv = loaded[0]!;
+  const seqs = conv.ops.flatMap((o) => (o.kind === 'match' ? [o.seq] : []));
+  const n = opts.quick ? 2_000 : 10_000;
+  const latRows: SuiteResult['rows'] = [];
+  for (const shards of SHARD_COUNTS) {
+    const { ix } = await replay(conv, shards);
+    const channels: Array<[string, (s: BigUint64Array) => Promise<unknown>]> = [['port', (s) => ix.findMatches(s)]];
+    if (shards > 0) channels.push(['piscina task', (s) => ix.findMatchesViaTasks(s)]);
+    for (const [channel, find] of channels) {
+      const lat = await latencies(seqs, find, n);
+      latRows.push({ shards, channel, lookups: n, 'p50 us': r1(percentile(lat, 50)), 'p99 us': r1(percentile(lat, 99)), 'max us': r1(lat[lat.length - 1]!) });
+    }
+    await ix.close();
+  }
+  rows.push(...latRows.map((r) => ({ suite: 'shard-lookup', ...r })));
+  sections.push(
+    `**findMatches latency** (awaited one at a time) on the final ${conv.name} tree, through each shard count; ` +
+      `for threads, through the dedicated MessagePort (what the product uses) and through a piscina task per shard. ` +
+      `Target: p99 through 2 shards <= 150 us.\n\n${table(latRows)}`,
+  );
+
+  // 3. Dump of about a million pairs.
+  const base = new RadixTree();
+  for (const op of conv.ops) if (op.kind === 'event') base.applyEvent(op.event);
+  const copies = Math.max(1, Math.round((opts.quick ? 262_144 : 1_048_576) / Math.max(1, base.size)));
+  const events = replicatedEvents(base, copies);
+  const dumpRows: SuiteResult['rows'] = [];
+  let d0 = NaN;
+  for (const shards of SHARD_COUNTS) {
+    const ix = await ShardedIndexer.create({ shards, blockSize: 64 });
+    await ix.restore(events);
+    const times: number[] = [];
+    let bytes = 0;
+    for (let r = 0; r < (opts.quick ? 3 : 7); r++) {
+      const t0 = performance.now();
+      bytes = (await ix.dumpSnapshot('bincode')).length;
+      times.push(performance.now() - t0);
+    }
+    const pairs = (await ix.stats()).reduce((s, x) => s + x.pairs, 0);
+    await ix.close();
+    const ms = median(times);
+    if (shards === 0) d0 = ms;
+    dumpRows.push({ shards, pairs, 'dumpSnapshot ms (median)': r1(ms), 'time vs shards 0': Math.round((ms / d0) * 100) / 100, bytes });
+  }
+  rows.push(...dumpRows.map((r) => ({ suite: 'shard-dump', ...r })));
+  sections.push(
+    `**Snapshot dump** of ${dumpRows[0]!['pairs']} pairs (the final ${conv.name} tree replicated ${copies}x): in-thread, and ` +
+      `through shards that dump in parallel into bytes merged on the main thread (the time includes the merge). ` +
+      `Target: 2 shards <= 0.7x shards: 0.\n\n${table(dumpRows)}`,
+  );
+  return { title: 'Sharded indexer (issue 3 targets)', markdown: sections.join('\n\n'), rows };
+}
