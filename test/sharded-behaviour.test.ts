@@ -2,6 +2,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode, KvIndexError } from '../src/errors.js';
 import { computeBlockHashes } from '../src/hash/block-hash.js';
+import { decodeSnapshot } from '../src/protocol/snapshot-reader.js';
 import type { RouterEvent } from '../src/protocol/types.js';
 import { ShardedIndexer } from '../src/shard/sharded-indexer.js';
 import { dumpTuples } from './support/compare.js';
@@ -82,6 +83,16 @@ describe('ShardedIndexer restore', () => {
     await b.restore(events);
     expect(dumpTuples(await b.dumpEvents())).toEqual(dumpTuples(events));
     expect(await b.findMatches(toks(8))).toEqual(await a.findMatches(toks(8)));
+  });
+
+  it('concurrent dumps each get a whole snapshot, in every encoding', async () => {
+    const a = await make(2);
+    for (let w = 0n; w < 5n; w++) a.applyEvent(chain(W1 + w, 2 + Number(w), w));
+    const [x, y, z, j] = await Promise.all([a.dumpSnapshot(), a.dumpSnapshot(), a.dumpSnapshot('bincode-dp'), a.dumpSnapshot('jsonl')]);
+    expect(Buffer.from(x!).equals(Buffer.from(y!))).toBe(true);
+    const want = dumpTuples(await a.dumpEvents());
+    expect(dumpTuples(decodeSnapshot(z!, 'bincode-dp'))).toEqual(want);
+    expect(dumpTuples(decodeSnapshot(j!, 'jsonl'))).toEqual(want);
   });
 
   it('restores from an async iterable', async () => {

@@ -42,6 +42,46 @@ export function mergeSnapshots(parts: readonly Uint8Array[], encoding: SnapshotE
   }
 }
 
+/**
+ * Copies the events of one bincode snapshot `part` (without its count) into `out` at byte `at`,
+ * renumbering their event ids from `firstId`; returns the number of events. The sharded
+ * indexer's shards call this to write their parts into one shared buffer in parallel.
+ * Throws `SnapshotDecodeError` (prefixed with `label`) for a malformed part.
+ */
+export function copyBincodePart(
+  part: Uint8Array, out: Uint8Array, at: number, firstId: number, withDp: boolean, label: string,
+): number {
+  new BincodeCursor(part, label).need(8, 'event count');
+  out.set(part.subarray(8), at);
+  const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
+  const c = new BincodeCursor(part, label);
+  const n = readEventCount(c, withDp);
+  const shift = at - 8; // part offset + shift = out offset
+  let id = firstId;
+  for (let k = 0; k < n; k++, id++) {
+    c.event = k;
+    c.skip(8, 'worker_id');
+    c.need(8, 'event_id');
+    const lo = id >>> 0;
+    view.setUint32(c.pos + shift, lo, true);
+    view.setUint32(c.pos + shift + 4, (id - lo) / TWO_32, true);
+    c.pos += 8;
+    skipEventData(c);
+    if (withDp) c.skip(4, 'dp_rank');
+  }
+  c.event = -1;
+  c.expectEnd(n);
+  return n;
+}
+
+/** Writes the leading u64 event count of a bincode snapshot. */
+export function writeBincodeCount(out: Uint8Array, count: number): void {
+  const view = new DataView(out.buffer, out.byteOffset, 8);
+  const lo = count >>> 0;
+  view.setUint32(0, lo, true);
+  view.setUint32(4, (count - lo) / TWO_32, true);
+}
+
 function mergeBincode(parts: readonly Uint8Array[], withDp: boolean): Uint8Array {
   let total = 8;
   for (let i = 0; i < parts.length; i++) {
@@ -51,33 +91,13 @@ function mergeBincode(parts: readonly Uint8Array[], withDp: boolean): Uint8Array
     total += part.length - 8;
   }
   const out = new Uint8Array(total);
-  const view = new DataView(out.buffer);
   let at = 8; // where the current part's body starts in `out`
   let id = 0;
   for (let i = 0; i < parts.length; i++) {
-    const part = parts[i]!;
-    out.set(part.subarray(8), at);
-    const c = new BincodeCursor(part, `part ${i}: `);
-    const n = readEventCount(c, withDp);
-    const shift = at - 8; // part offset + shift = out offset
-    for (let k = 0; k < n; k++, id++) {
-      c.event = k;
-      c.skip(8, 'worker_id');
-      c.need(8, 'event_id');
-      const lo = id >>> 0;
-      view.setUint32(c.pos + shift, lo, true);
-      view.setUint32(c.pos + shift + 4, (id - lo) / TWO_32, true);
-      c.pos += 8;
-      skipEventData(c);
-      if (withDp) c.skip(4, 'dp_rank');
-    }
-    c.event = -1;
-    c.expectEnd(n);
-    at += part.length - 8;
+    id += copyBincodePart(parts[i]!, out, at, id, withDp, `part ${i}: `);
+    at += parts[i]!.length - 8;
   }
-  const lo = id >>> 0;
-  view.setUint32(0, lo, true);
-  view.setUint32(4, (id - lo) / TWO_32, true);
+  writeBincodeCount(out, id);
   return out;
 }
 

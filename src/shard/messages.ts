@@ -16,6 +16,10 @@ export interface ShardInit {
 export type ShardRequest =
   | { op: 'find'; words: Uint32Array; n: number; earlyExit: boolean }
   | { op: 'dump'; encoding: SnapshotEncoding }
+  /** Dump into the shard's reusable buffer; replies `DumpPrepared`. */
+  | { op: 'dumpPrepare'; encoding: 'bincode' | 'bincode-dp' }
+  /** Copy the prepared dump into `target` at byte `at`, event ids from `firstId`. */
+  | { op: 'dumpCopy'; target: SharedArrayBuffer; at: number; firstId: number }
   | { op: 'stats' }
   | { op: 'flush' }
   /** Test-only: the thread exits abruptly. */
@@ -42,6 +46,12 @@ export interface ShardStats {
 export interface FindReply {
   triples: Uint32Array;
   frequencies: number[];
+}
+
+export interface DumpPrepared {
+  /** Bytes of the prepared part, its 8-byte count included. */
+  bytes: number;
+  events: number;
 }
 
 export type FromShard =

@@ -20,12 +20,12 @@ import type { Logger } from 'pino';
 import { ErrorCode, KvIndexError } from '../errors.js';
 import { computeBlockHashes } from '../hash/block-hash.js';
 import { decodeSnapshot } from '../protocol/snapshot-reader.js';
-import { mergeSnapshots } from '../protocol/snapshot-merge.js';
+import { mergeSnapshots, writeBincodeCount } from '../protocol/snapshot-merge.js';
 import type { OverlapScores, RouterEvent, SnapshotEncoding } from '../protocol/types.js';
 import { assertRouterEvent } from '../protocol/validate.js';
 import { RadixTree } from '../tree/radix-tree.js';
 import { EventBatchWriter, emptyCounts, type StatusCounts } from './event-batch.js';
-import type { FindReply, ShardStats } from './messages.js';
+import type { DumpPrepared, FindReply, ShardStats } from './messages.js';
 import { ThreadShard } from './thread-shard.js';
 
 export interface ShardedIndexerOptions {
@@ -90,6 +90,7 @@ export class ShardedIndexer extends EventEmitter {
   private readonly shardOf = new Map<bigint, number>();
   private readonly workersPerShard: number[] = [];
   private flushScheduled = false;
+  private dumpChain: Promise<void> = Promise.resolve();
   private queued = 0;
   private inFlight = 0;
   private draining = false;
@@ -238,13 +239,50 @@ export class ShardedIndexer extends EventEmitter {
     return decodeSnapshot(await this.dumpSnapshot('bincode'), 'bincode');
   }
 
-  /** The merged dump as snapshot bytes: every shard dumps at once, the parts merge as bytes. */
+  /**
+   * The merged dump as snapshot bytes: every shard dumps at once, the parts merge as bytes.
+   * With threads and a bincode encoding the bytes live in a SharedArrayBuffer (no copy).
+   */
   async dumpSnapshot(encoding: SnapshotEncoding = 'bincode'): Promise<Uint8Array> {
     this.check();
     if (this.tree !== null) return this.tree.dumpSnapshot(encoding);
     this.flushAll();
-    const parts = await Promise.all(this.threads.map((t) => t.request<Uint8Array>({ op: 'dump', encoding })));
-    return mergeSnapshots(parts, encoding);
+    if (encoding === 'jsonl') {
+      const parts = await Promise.all(this.threads.map((t) => t.request<Uint8Array>({ op: 'dump', encoding })));
+      return mergeSnapshots(parts, encoding);
+    }
+    // One dump at a time: a shard keeps one prepared part between the two steps below.
+    const previous = this.dumpChain;
+    let release = (): void => {};
+    this.dumpChain = new Promise<void>((r) => (release = r));
+    await previous;
+    try {
+      return await this.dumpShared(encoding);
+    } finally {
+      release();
+    }
+  }
+
+  private async dumpShared(encoding: 'bincode' | 'bincode-dp'): Promise<Uint8Array> {
+    // Bincode: shards dump into their own warm buffers, then each copies its part into one
+    // shared buffer at its offset, renumbering its event ids. Both steps run on all shards at
+    // once; the main thread only adds the sizes (a merge on the main thread would fault in and
+    // copy the whole snapshot serially: bench/shard.bench.ts).
+    const sizes = await Promise.all(this.threads.map((t) => t.request<DumpPrepared>({ op: 'dumpPrepare', encoding })));
+    const total = sizes.reduce((n, s) => n + s.bytes - 8, 8);
+    const target = new SharedArrayBuffer(total);
+    let at = 8;
+    let firstId = 0;
+    const copies: Promise<unknown>[] = [];
+    for (let i = 0; i < this.threads.length; i++) {
+      copies.push(this.threads[i]!.request({ op: 'dumpCopy', target, at, firstId }));
+      at += sizes[i]!.bytes - 8;
+      firstId += sizes[i]!.events;
+    }
+    await Promise.all(copies);
+    const out = new Uint8Array(target);
+    writeBincodeCount(out, firstId);
+    return out;
   }
 
   /** Applies a snapshot's events (or any event stream), honouring backpressure, then flushes. */
