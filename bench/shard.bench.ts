@@ -10,6 +10,7 @@
  * Targets: 2 shards ingest >= 1.6x shards: 0; lookup p99 through 2 shards <= 150 us;
  * dumpSnapshot of ~1M pairs through 2 shards <= 0.7x the time of shards: 0.
  */
+import { parseRouterEvent } from '../src/protocol/json-parse.js';
 import { ShardedIndexer } from '../src/shard/sharded-indexer.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { percentile, table, type SuiteOptions, type SuiteResult } from './suite.js';
@@ -24,6 +25,24 @@ async function ingest(w: LoadedWorkload, shards: number): Promise<number> {
     for (const op of w.ops) {
       if (op.kind !== 'event') continue;
       ix.applyEvent(op.event);
+      if (ix.needsDrain) await ix.drained();
+    }
+    await ix.flush();
+    return performance.now() - t0;
+  } finally {
+    await ix.close();
+  }
+}
+
+/** Events given as JSON bytes: parsed on the calling thread, or routed raw and parsed by shards. */
+async function ingestJson(w: LoadedWorkload, shards: number, inShards: boolean): Promise<number> {
+  const ix = await ShardedIndexer.create({ shards, blockSize: 64 });
+  try {
+    const t0 = performance.now();
+    for (const op of w.ops) {
+      if (op.kind !== 'event') continue;
+      if (inShards) ix.applyEventJson(op.json);
+      else ix.applyEvent(parseRouterEvent(op.json));
       if (ix.needsDrain) await ix.drained();
     }
     await ix.flush();
@@ -98,6 +117,26 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     '**Ingestion** (every event, pre-parsed, through `applyEvent` then `flush()`; block-ops = stored + removed blocks) ' +
       'and **replay** (events and lookups interleaved, each lookup awaited; block-ops add the blocks visited by lookups). ' +
       `Median of ${reps}. Target: 2 shards ingest >= 1.6x shards: 0.\n\n${table(ingestRows)}`,
+  );
+
+  // 1b. Ingestion from JSON bytes.
+  const jsonRows: SuiteResult['rows'] = [];
+  for (const w of loaded) {
+    let base = NaN;
+    const variants: Array<[number, boolean, string]> = [[0, false, 'parse on caller'], [2, false, 'parse on caller'], [2, true, 'applyEventJson: parse in shards']];
+    for (const [shards, inShards, path] of variants) {
+      const times: number[] = [];
+      for (let r = 0; r < reps; r++) times.push(await ingestJson(w, shards, inShards));
+      const ms = median(times);
+      if (Number.isNaN(base)) base = ms;
+      jsonRows.push({ workload: w.name, shards, path, 'ms': Math.round(ms), 'block-ops/s': Math.round(w.eventBlocks / (ms / 1000)), 'vs shards 0': Math.round((base / ms) * 100) / 100 });
+    }
+  }
+  rows.push(...jsonRows.map((r) => ({ suite: 'shard-ingest-json', ...r })));
+  sections.push(
+    '**Ingestion from JSON bytes** (each event as its serde-JSON text, as it arrives from NATS or a file): parsed on the calling ' +
+      'thread then `applyEvent`, or handed to `applyEventJson`, which reads only the worker id and lets the owning shard parse. ' +
+      `Median of ${reps}.\n\n${table(jsonRows)}`,
   );
 
   // 2. Lookup latency on the final conversation tree.

@@ -9,7 +9,9 @@ import type { RouterEvent } from '../src/protocol/types.js';
 import { readWorkload } from '../src/trace/workload.js';
 import type { RadixTree } from '../src/tree/radix-tree.js';
 
-export type Op = { kind: 'event'; event: RouterEvent } | { kind: 'match'; seq: BigUint64Array; visited: number };
+export type Op =
+  | { kind: 'event'; event: RouterEvent; json: Uint8Array }
+  | { kind: 'match'; seq: BigUint64Array; visited: number };
 
 export interface LoadedWorkload {
   name: string;
@@ -39,7 +41,7 @@ export async function loadWorkload(path: string, name: string, maxLines = Infini
       const d = op.event.event.data;
       eventBlocks += d.type === 'stored' ? d.blocks.length : d.type === 'removed' ? d.blockHashes.length : 0;
       events++;
-      ops.push({ kind: 'event', event: op.event });
+      ops.push({ kind: 'event', event: op.event, json: encoder.encode(op.text) });
     } else if (op.op === 'match') {
       let visited = 0;
       for (const v of op.expect.values()) visited = Math.max(visited, v);
@@ -57,6 +59,7 @@ export interface EventSink {
 }
 
 const MASK = 0xffff_ffff_ffff_ffffn;
+const encoder = new TextEncoder();
 
 /**
  * The dump of `tree` replicated `copies` times: copy k gets worker ids offset by k and every hash

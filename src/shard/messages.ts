@@ -27,6 +27,8 @@ export type ShardRequest =
 
 export type ToShard =
   | { t: 'events'; words: Uint32Array }
+  /** Raw serde-JSON events, parsed in the shard: `ends[i]` is where event i ends in `bytes`. */
+  | { t: 'json'; bytes: Uint8Array; ends: Uint32Array }
   | ({ t: 'req'; id: number } & ShardRequest);
 
 export interface ShardStats {
@@ -38,6 +40,8 @@ export interface ShardStats {
   nodes: number;
   /** Applied events by status. */
   events: StatusCounts;
+  /** JSON events (from `applyEventJson`) the shard could not parse; they changed nothing. */
+  malformed: number;
   /** Bytes held by the shard tree's typed arrays. */
   bytes: number;
 }
@@ -55,7 +59,8 @@ export interface DumpPrepared {
 }
 
 export type FromShard =
-  | { t: 'ack'; events: number; blocks: number }
+  /** A batch was applied; `rejected` lists the JSON events it could not parse (first few). */
+  | { t: 'ack'; events: number; malformed: number; rejected: { code: string; message: string }[] }
   | { t: 'res'; id: number; value: unknown }
   | { t: 'err'; id: number; code: string; message: string }
   /** The shard can no longer be trusted (a batch failed to apply): everything fails from now. */

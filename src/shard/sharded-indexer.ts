@@ -19,6 +19,7 @@ import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { ErrorCode, KvIndexError } from '../errors.js';
 import { computeBlockHashes } from '../hash/block-hash.js';
+import { parseRouterEvent } from '../protocol/json-parse.js';
 import { decodeSnapshot } from '../protocol/snapshot-reader.js';
 import { mergeSnapshots, writeBincodeCount } from '../protocol/snapshot-merge.js';
 import type { OverlapScores, RouterEvent, SnapshotEncoding } from '../protocol/types.js';
@@ -26,6 +27,7 @@ import { assertRouterEvent } from '../protocol/validate.js';
 import { RadixTree } from '../tree/radix-tree.js';
 import { EventBatchWriter, emptyCounts, type StatusCounts } from './event-batch.js';
 import type { DumpPrepared, FindReply, ShardStats } from './messages.js';
+import { JsonBatchWriter, peekWorkerId } from './json-batch.js';
 import { ThreadShard } from './thread-shard.js';
 
 export interface ShardedIndexerOptions {
@@ -87,6 +89,7 @@ export class ShardedIndexer extends EventEmitter {
   // shards >= 1
   private readonly threads: ThreadShard[] = [];
   private readonly writers: EventBatchWriter[] = [];
+  private readonly jsonWriters: JsonBatchWriter[] = [];
   private readonly shardOf = new Map<bigint, number>();
   private readonly workersPerShard: number[] = [];
   private flushScheduled = false;
@@ -123,7 +126,7 @@ export class ShardedIndexer extends EventEmitter {
               expirationMs: options.expirationMs ?? null,
               failOnWorker: options.testFailOnWorker === undefined ? null : options.testFailOnWorker.toString(),
             },
-            (events) => ix.onAck(events),
+            (events, rejected) => ix.onAck(events, rejected),
             (err) => ix.onShardFailed(err),
           ),
         ),
@@ -136,6 +139,7 @@ export class ShardedIndexer extends EventEmitter {
       }
       for (let i = 0; i < options.shards; i++) {
         ix.writers.push(new EventBatchWriter());
+        ix.jsonWriters.push(new JsonBatchWriter());
         ix.workersPerShard.push(0);
       }
     }
@@ -167,10 +171,36 @@ export class ShardedIndexer extends EventEmitter {
       return;
     }
     const shard = this.assign(event.workerId);
+    if (this.jsonWriters[shard]!.events > 0) this.sendJson(shard); // keep the shard's order
     const w = this.writers[shard]!;
     w.push(event);
     this.queued++;
     if (w.words >= this.batchWords) this.send(shard);
+    else this.scheduleFlush();
+    if (!this.draining && this.queued + this.inFlight > this.highWater) this.draining = true;
+  }
+
+  /**
+   * Enqueues one event given as Dynamo serde JSON (a NATS message, a file line). With shard
+   * threads only the leading worker id is read here and the shard parses the rest, in
+   * parallel: a malformed event then changes nothing, is counted in `stats()[i].malformed` and
+   * is reported through the `'malformed'` event with its `EventParseError`. Text that does not
+   * start with `{"worker_id":N` is parsed here, and with `shards: 0` everything is: malformed
+   * input then throws `EventParseError` synchronously.
+   */
+  applyEventJson(text: Uint8Array): void {
+    this.check();
+    const worker = this.tree === null ? peekWorkerId(text) : null;
+    if (worker === null) {
+      this.applyEvent(parseRouterEvent(text));
+      return;
+    }
+    const shard = this.assign(worker);
+    if (this.writers[shard]!.events > 0) this.send(shard); // keep the shard's order
+    const jw = this.jsonWriters[shard]!;
+    jw.push(text);
+    this.queued++;
+    if (jw.bytes >= this.batchWords * 4) this.sendJson(shard);
     else this.scheduleFlush();
     if (!this.draining && this.queued + this.inFlight > this.highWater) this.draining = true;
   }
@@ -307,7 +337,7 @@ export class ShardedIndexer extends EventEmitter {
     this.check();
     if (this.tree !== null) {
       const t = this.tree;
-      return [{ workers: t.workers().length, pairs: t.size, nodes: t.nodeCount, events: { ...this.counts }, bytes: t.bytes }];
+      return [{ workers: t.workers().length, pairs: t.size, nodes: t.nodeCount, events: { ...this.counts }, malformed: 0, bytes: t.bytes }];
     }
     this.flushAll();
     return Promise.all(this.threads.map((t) => t.request<ShardStats>({ op: 'stats' })));
@@ -370,7 +400,21 @@ export class ShardedIndexer extends EventEmitter {
   }
 
   private flushAll(): void {
-    for (let i = 0; i < this.writers.length; i++) if (this.writers[i]!.events > 0) this.send(i);
+    for (let i = 0; i < this.writers.length; i++) {
+      // At most one of the two holds events: switching kinds sends the other first.
+      if (this.writers[i]!.events > 0) this.send(i);
+      if (this.jsonWriters[i]!.events > 0) this.sendJson(i);
+    }
+  }
+
+  private sendJson(shard: number): void {
+    const jw = this.jsonWriters[shard]!;
+    const events = jw.events;
+    if (events === 0) return;
+    const { bytes, ends } = jw.take();
+    this.queued -= events;
+    this.inFlight += events;
+    this.threads[shard]!.sendJson(bytes, ends);
   }
 
   private send(shard: number): void {
@@ -383,8 +427,12 @@ export class ShardedIndexer extends EventEmitter {
     this.threads[shard]!.sendEvents(words);
   }
 
-  private onAck(events: number): void {
+  private onAck(events: number, rejected: KvIndexError[]): void {
     this.inFlight -= events;
+    for (const err of rejected) {
+      this.logger?.warn({ code: err.code }, err.message);
+      if (this.listenerCount('malformed') > 0) this.emit('malformed', err);
+    }
     if (this.draining && this.queued + this.inFlight <= this.highWater / 2) {
       this.draining = false;
       this.emit('drain');

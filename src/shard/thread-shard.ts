@@ -27,7 +27,7 @@ export class ThreadShard {
   private constructor(
     readonly index: number,
     filename: string,
-    private readonly onAck: (events: number) => void,
+    private readonly onAck: (events: number, rejected: KvIndexError[]) => void,
     private readonly onFail: (err: KvIndexError) => void,
   ) {
     // One thread, never recycled: the tree lives in it. atomics 'disabled' keeps the thread's
@@ -40,7 +40,7 @@ export class ThreadShard {
 
   static async start(
     index: number, filename: string, init: ShardInit,
-    onAck: (events: number) => void, onFail: (err: KvIndexError) => void,
+    onAck: (events: number, rejected: KvIndexError[]) => void, onFail: (err: KvIndexError) => void,
   ): Promise<ThreadShard> {
     const shard = new ThreadShard(index, filename, onAck, onFail);
     const port = shard.channel.port2;
@@ -64,6 +64,13 @@ export class ThreadShard {
     this.channel.port1.postMessage(msg, [words.buffer as ArrayBuffer]);
   }
 
+  /** Sends a batch of raw JSON events, parsed by the shard; buffers are transferred. */
+  sendJson(bytes: Uint8Array, ends: Uint32Array): void {
+    if (this.failure !== null) throw this.failure;
+    const msg: ToShard = { t: 'json', bytes, ends };
+    this.channel.port1.postMessage(msg, [bytes.buffer as ArrayBuffer, ends.buffer as ArrayBuffer]);
+  }
+
   request<T>(req: ShardRequest, transfer: ArrayBuffer[] = []): Promise<T> {
     if (this.failure !== null) return Promise.reject(this.failure);
     const id = this.nextId++;
@@ -82,7 +89,7 @@ export class ThreadShard {
   private receive(msg: FromShard): void {
     switch (msg.t) {
       case 'ack':
-        this.onAck(msg.events);
+        this.onAck(msg.events, msg.rejected.map((r) => KvIndexError.fromData(r)));
         return;
       case 'res': {
         const p = this.pending.get(msg.id);

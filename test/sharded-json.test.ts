@@ -1,0 +1,85 @@
+/** `applyEventJson`: raw serde-JSON events routed on the worker id and parsed in the shards. */
+import { afterEach, describe, expect, it } from 'vitest';
+import { ErrorCode, KvIndexError } from '../src/errors.js';
+import { formatRouterEvent } from '../src/protocol/json-format.js';
+import type { RouterEvent } from '../src/protocol/types.js';
+import { ShardedIndexer } from '../src/shard/sharded-indexer.js';
+import { peekWorkerId } from '../src/shard/json-batch.js';
+import { dumpTuples } from './support/compare.js';
+
+const W1 = 0xf694d99badb9f7c0n; // above 2^63: 20 decimal digits
+const enc = (s: string): Uint8Array => new TextEncoder().encode(s);
+
+function chain(workerId: bigint, n: number, salt: bigint): RouterEvent {
+  const blocks = Array.from({ length: n }, (_, i) => ({ blockHash: 0xf000_0000_0000_0000n + salt * 1000n + BigInt(i), tokensHash: 0xe000_0000_0000_0000n + BigInt(i) }));
+  return { workerId, event: { eventId: 7n, data: { type: 'stored', parentHash: null, blocks } } };
+}
+const toks = (n: number): bigint[] => Array.from({ length: n }, (_, i) => 0xe000_0000_0000_0000n + BigInt(i));
+
+let open: ShardedIndexer[] = [];
+afterEach(async () => {
+  await Promise.all(open.map((ix) => ix.close()));
+  open = [];
+});
+async function make(shards: number): Promise<ShardedIndexer> {
+  const ix = await ShardedIndexer.create({ shards, blockSize: 4 });
+  open.push(ix);
+  return ix;
+}
+
+describe('peekWorkerId', () => {
+  it('reads the leading worker id exactly, above 2^53 too', () => {
+    expect(peekWorkerId(enc(formatRouterEvent(chain(W1, 1, 0n))))).toBe(W1);
+    expect(peekWorkerId(enc('{"worker_id":18446744073709551615,"event":{}}'))).toBe(18446744073709551615n);
+    expect(peekWorkerId(enc('{"worker_id":7}'))).toBe(7n);
+  });
+
+  it('declines anything else, so the caller parses it fully', () => {
+    for (const s of ['{"event":{},"worker_id":1}', '{"worker_id":18446744073709551616,', '{"worker_id":-1,', '{"worker_id":01,', '{"worker_id":1x', '']) {
+      expect(peekWorkerId(enc(s))).toBeNull();
+    }
+  });
+});
+
+describe('applyEventJson', () => {
+  it('gives the same index as applyEvent, interleaved in order with it', async () => {
+    const viaJson = await make(2);
+    const viaObjects = await make(2);
+    const events: RouterEvent[] = [];
+    for (let w = 0n; w < 6n; w++) events.push(chain(W1 + w, 2 + Number(w), w));
+    events.push({ workerId: W1 + 3n, event: { eventId: 9n, data: { type: 'removed', blockHashes: [0xf000_0000_0000_0000n + 3n * 1000n + 4n] } } });
+    events.forEach((e, i) => {
+      if (i % 2 === 0) viaJson.applyEventJson(enc(formatRouterEvent(e)));
+      else viaJson.applyEvent(e);
+      viaObjects.applyEvent(e);
+    });
+    expect(await viaJson.findMatches(toks(8))).toEqual(await viaObjects.findMatches(toks(8)));
+    expect(dumpTuples(await viaJson.dumpEvents())).toEqual(dumpTuples(await viaObjects.dumpEvents()));
+  });
+
+  it('counts and reports a malformed event parsed in a shard, keeping everything else', async () => {
+    const ix = await make(2);
+    const reported: KvIndexError[] = [];
+    ix.on('malformed', (e: KvIndexError) => reported.push(e));
+    ix.applyEventJson(enc(formatRouterEvent(chain(W1, 3, 0n))));
+    ix.applyEventJson(enc(`{"worker_id":${W1},"event":{"event_id":1,"data":{"stored":{"parent_hash":null,"blocks":[{"block_hash":1`));
+    ix.applyEventJson(enc(`{"worker_id":${W1 + 1n},"event":{"event_id":1,"data":{"moved":{}}}}`));
+    ix.applyEventJson(enc(formatRouterEvent(chain(W1 + 1n, 2, 1n))));
+    await ix.flush();
+    const stats = await ix.stats();
+    expect(stats.reduce((n, s) => n + s.malformed, 0)).toBe(2);
+    expect(stats.reduce((n, s) => n + s.events.ok, 0)).toBe(2);
+    expect(reported.map((e) => e.code).sort()).toEqual([ErrorCode.InvalidJson, ErrorCode.UnknownVariant].sort());
+    const { scores } = await ix.findMatches(toks(3));
+    expect(scores.get(W1)).toBe(3);
+    expect(scores.get(W1 + 1n)).toBe(2);
+  });
+
+  it('throws on malformed input it parses on the calling thread', async () => {
+    const ix = await make(0);
+    expect(() => ix.applyEventJson(enc('{"worker_id":1,"event":'))).toThrow(KvIndexError);
+    const threaded = await make(2);
+    expect(() => threaded.applyEventJson(enc('{"event":{},"worker_id":1}'))).toThrow(KvIndexError);
+    expect((await threaded.stats()).reduce((n, s) => n + s.events.ok + s.malformed, 0)).toBe(0);
+  });
+});
