@@ -13,7 +13,6 @@
  * - a worker that stores a block it already holds at the same place under another external
  *   hash takes the new hash and the old one leaves its lookup (Dynamo keeps both entries).
  */
-import { ErrorCode, KvIndexError } from '../errors.js';
 import { createSnapshotWriter } from '../protocol/snapshot-writer.js';
 import { assertRouterEvent } from '../protocol/validate.js';
 import type {
@@ -21,12 +20,13 @@ import type {
   OverlapScores,
   RouterEvent,
   SnapshotEncoding,
-  StoredBlock,
 } from '../protocol/types.js';
 import { dumpTree, EventCollector, type DumpSink } from './dump.js';
 import { EdgeTable } from './edge-table.js';
 import { NodeStore, NONE, ROOT, type NodeId, type PairRef, type WorkerSlot } from './node-store.js';
 import { ScratchSet } from './scratch-set.js';
+import { U64Scratch } from './u64-scratch.js';
+import { createUseTracker, type UseTracker } from './use-tracker.js';
 import { WorkerTable } from './worker-table.js';
 
 export interface RadixTreeOptions {
@@ -41,7 +41,6 @@ const PARENT_NOT_FOUND: ApplyStatus = 'parent_block_not_found';
 const BLOCK_NOT_FOUND: ApplyStatus = 'block_not_found';
 const INVALID: ApplyStatus = 'invalid_block_sequence';
 
-type RecordUse = (node: number, frequencies: number[], t: number) => void;
 
 export class RadixTree {
   /** @internal */ readonly nodes = new NodeStore();
@@ -54,47 +53,18 @@ export class RadixTree {
 
   // Scratch, reused across calls.
   private path = new Int32Array(256);
-  private big = new BigUint64Array(512);
-  private words = new Uint32Array(this.big.buffer);
+  private readonly scratch = new U64Scratch();
   private scoreBySlot = new Int32Array(16);
   private readonly touched: number[] = [];
   private readonly stack: number[] = [];
   private readonly seen = new ScratchSet();
 
-  private readonly recordUse: RecordUse;
-  /** The clock, read once per lookup as Dynamo does; a constant when frequencies are off. */
-  private readonly clock: () => number;
-  private readonly uses: Map<number, number[]> | null;
+  /** Frequency trail of lookups (Dynamo's `recent_uses`); a no-op unless `expirationMs`. */
+  private readonly uses: UseTracker;
 
   constructor(options: RadixTreeOptions = {}) {
     this.edges = new EdgeTable(this.nodes);
-    const { expirationMs, now = () => performance.now() } = options;
-    if (expirationMs === undefined) {
-      this.uses = null;
-      this.clock = () => 0;
-      this.recordUse = () => {};
-    } else {
-      if (!(expirationMs >= 0) || !Number.isFinite(expirationMs)) {
-        throw new KvIndexError(ErrorCode.InvalidOption, `expirationMs: expected a finite number >= 0, got ${expirationMs}`);
-      }
-      const uses = new Map<number, number[]>();
-      this.uses = uses;
-      this.clock = now;
-      // Dynamo's frequency trail: drop uses older than the window (strictly), report the
-      // remaining count when non-zero, then record this use.
-      this.recordUse = (node, frequencies, t) => {
-        let list = uses.get(node);
-        if (list === undefined) {
-          list = [];
-          uses.set(node, list);
-        }
-        let drop = 0;
-        while (drop < list.length && t - list[drop]! > expirationMs) drop++;
-        if (drop > 0) list.splice(0, drop);
-        if (list.length > 0) frequencies.push(list.length);
-        list.push(t);
-      };
-    }
+    this.uses = createUseTracker(options.expirationMs, options.now);
   }
 
   /** Total (worker, block) pairs held. */
@@ -124,13 +94,13 @@ export class RadixTree {
     switch (data.type) {
       case 'stored': {
         const n = data.blocks.length;
-        const words = this.blockWords(data.blocks);
+        const words = this.scratch.blockWords(data.blocks);
         const p = data.parentHash;
         if (p === null) return this.applyStored(event.workerId, false, 0, 0, words, 0, n);
         return this.applyStored(event.workerId, true, Number(p & 0xffffffffn), Number(p >> 32n), words, 0, n);
       }
       case 'removed':
-        return this.applyRemoved(event.workerId, this.hashWords(data.blockHashes, false), 0, data.blockHashes.length);
+        return this.applyRemoved(event.workerId, this.scratch.hashWords(data.blockHashes, false), 0, data.blockHashes.length);
       case 'cleared':
         this.clearWorker(event.workerId);
         return OK;
@@ -227,7 +197,7 @@ export class RadixTree {
       // Little-endian halves of the caller's buffer, no copy (Node runs little-endian only).
       words = new Uint32Array(hashes.buffer, hashes.byteOffset, n * 2);
     } else {
-      words = this.hashWords(hashes, true);
+      words = this.scratch.hashWords(hashes, true);
     }
     return this.findMatchesWords(words, 0, n, earlyExit);
   }
@@ -245,7 +215,8 @@ export class RadixTree {
     const score = this.scoreBySlot;
     const touched = this.touched;
     const frequencies: number[] = [];
-    const t = this.clock();
+    const uses = this.uses;
+    const t = uses.now();
     let cur: number = ROOT;
     for (let i = 0; i < n; i++) {
       const lo = words[off + 2 * i]!;
@@ -269,7 +240,7 @@ export class RadixTree {
           if (u === 0) touched.push(t);
         }
       }
-      this.recordUse(child, frequencies, t);
+      uses.record(child, frequencies, t);
       if (earlyExit && single) break;
       cur = child;
     }
@@ -443,7 +414,7 @@ export class RadixTree {
     nodes.unlink(top);
     if (nodes.firstChild[top] === NONE) {
       // Leaf: the common case (engines evict leaf first), no walk needed.
-      if (this.uses !== null) this.uses.delete(top);
+      this.uses.forget(top);
       nodes.freeNodeId(top);
       return;
     }
@@ -467,40 +438,8 @@ export class RadixTree {
         nodes.freePairIndex(p);
         p = next;
       }
-      if (this.uses !== null) this.uses.delete(id);
+      this.uses.forget(id);
       nodes.freeNodeId(id);
     }
-  }
-
-  /** Writes blocks as (blockLo, blockHi, tokLo, tokHi) words into the reused scratch. */
-  private blockWords(blocks: readonly StoredBlock[]): Uint32Array {
-    this.ensureBig(blocks.length * 2);
-    const big = this.big;
-    for (let i = 0; i < blocks.length; i++) {
-      const b = blocks[i]!;
-      big[2 * i] = b.blockHash;
-      big[2 * i + 1] = b.tokensHash;
-    }
-    return this.words;
-  }
-
-  /** Writes hashes as (lo, hi) words into the reused scratch; `check` validates each one. */
-  private hashWords(hashes: readonly bigint[], check: boolean): Uint32Array {
-    this.ensureBig(hashes.length);
-    const big = this.big;
-    for (let i = 0; i < hashes.length; i++) {
-      const h = hashes[i]!;
-      if (check && (typeof h !== 'bigint' || h < 0n || h > 0xffff_ffff_ffff_ffffn)) {
-        throw new KvIndexError(ErrorCode.InvalidField, `hashes[${i}]: expected a u64 bigint, got ${String(h)}`);
-      }
-      big[i] = h;
-    }
-    return this.words;
-  }
-
-  private ensureBig(n: number): void {
-    if (this.big.length >= n) return;
-    this.big = new BigUint64Array(Math.max(n, this.big.length * 2));
-    this.words = new Uint32Array(this.big.buffer);
   }
 }
