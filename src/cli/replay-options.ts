@@ -1,0 +1,133 @@
+/** Command-line options of `kvindex replay`: parsing, checking, usage text. */
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import type { ClusterSimOptions } from '../trace/cluster-sim.js';
+
+export const REPLAY_USAGE = `usage: kvindex replay [file] [options]
+
+Replays a Mooncake request trace (simulating a fleet of workers that publishes KV events),
+a recorded KV event stream (Dynamo recorder JSONL or RouterEvent JSONL), or a replay workload
+(events plus lookups with expected scores) through the indexer, then prints a summary.
+Plain or gzip input; the kind is told from the first valid line. Without a file, replays the
+shipped slice of the Mooncake conversation trace (data/conversation_trace_head.jsonl).
+
+simulation (traces only):
+  --workers N         workers in the fleet (default 4)
+  --cache-blocks N    KV cache per worker, in blocks (default 16384)
+  --block-size N      tokens per block (default 64)
+  --sub-blocks N      blocks per 512-token trace block (default and max: 512 / block size)
+  --seed N            u64 seed of the synthetic tokens and worker ids (default 0)
+indexer and replay:
+  --shards N          indexer shard threads, 0 = in-thread (default 0)
+  --speed X           honour input timestamps compressed X times (default: as fast as possible)
+  --limit N           read at most N lines
+  --record FILE       also write every applied event to FILE as Dynamo recorder JSONL
+  --strict            stop with exit code 1 at the first bad line (or a score mismatch)
+  --json              print one JSON object on stdout instead of the table
+  -h, --help          show this help
+
+exit codes: 0 ok, 1 bad input with --strict or a failure, 2 usage error
+`;
+
+export interface ReplayCliOptions {
+  file: string;
+  shards: number;
+  speed: number;
+  strict: boolean;
+  json: boolean;
+  limit: number;
+  /** Recorder JSONL output of the applied events, or null. */
+  record: string | null;
+  sim: ClusterSimOptions;
+}
+
+/** A command-line mistake: exit code 2 with this message. */
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+/** The shipped trace slice, resolved from the package root (not the working directory). */
+export function defaultTraceFile(): string {
+  const here = dirname(fileURLToPath(import.meta.url));
+  // src/cli (sources run by tests) is two levels below the root, dist/src/cli three.
+  const up = import.meta.url.endsWith('.ts') ? '../..' : '../../..';
+  return resolve(here, up, 'data', 'conversation_trace_head.jsonl');
+}
+
+function integer(name: string, text: string | undefined, min: number, max: number): number | undefined {
+  if (text === undefined) return undefined;
+  const n = /^[0-9]+$/.test(text) ? Number(text) : NaN;
+  if (!Number.isSafeInteger(n) || n < min || n > max) throw new UsageError(`--${name}: expected an integer in ${min}..${max}, got '${text}'`);
+  return n;
+}
+
+/** Parses `args` (after `replay`); returns null for --help. Throws UsageError. */
+export function parseReplayArgs(args: string[]): ReplayCliOptions | null {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args,
+      allowPositionals: true,
+      strict: true,
+      options: {
+        workers: { type: 'string' },
+        'cache-blocks': { type: 'string' },
+        'block-size': { type: 'string' },
+        'sub-blocks': { type: 'string' },
+        seed: { type: 'string' },
+        shards: { type: 'string' },
+        speed: { type: 'string' },
+        limit: { type: 'string' },
+        record: { type: 'string' },
+        strict: { type: 'boolean' },
+        json: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    const unknown = /Unknown option '([^']+)'/.exec(e.message);
+    if (e.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && unknown !== null) throw new UsageError(`unknown option '${unknown[1]}'`);
+    throw new UsageError(e.message);
+  }
+  const v = parsed.values;
+  if (v.help === true) return null;
+  if (parsed.positionals.length > 1) throw new UsageError(`expected one input file, got ${parsed.positionals.length}: ${parsed.positionals.join(' ')}`);
+
+  const sim: ClusterSimOptions = {};
+  const workers = integer('workers', v.workers, 1, 4096);
+  if (workers !== undefined) sim.workers = workers;
+  const cacheBlocks = integer('cache-blocks', v['cache-blocks'], 1, 2 ** 28);
+  if (cacheBlocks !== undefined) sim.cacheBlocks = cacheBlocks;
+  const blockSize = integer('block-size', v['block-size'], 1, 512);
+  if (blockSize !== undefined) sim.blockSize = blockSize;
+  const subBlocks = integer('sub-blocks', v['sub-blocks'], 1, 512);
+  if (subBlocks !== undefined) {
+    const max = Math.floor(512 / (blockSize ?? 64));
+    if (subBlocks > max) throw new UsageError(`--sub-blocks: at most 512 / block size = ${max}, got ${subBlocks}`);
+    sim.subBlocks = subBlocks;
+  }
+  if (v.seed !== undefined) {
+    if (!/^[0-9]+$/.test(v.seed) || BigInt(v.seed) > 0xffff_ffff_ffff_ffffn) throw new UsageError(`--seed: expected a u64 integer, got '${v.seed}'`);
+    sim.seed = BigInt(v.seed);
+  }
+  let speed = Infinity;
+  if (v.speed !== undefined && v.speed !== 'max') {
+    speed = Number(v.speed);
+    if (!(Number.isFinite(speed) && speed > 0)) throw new UsageError(`--speed: expected a positive number or 'max', got '${v.speed}'`);
+  }
+  return {
+    file: parsed.positionals[0] ?? defaultTraceFile(),
+    shards: integer('shards', v.shards, 0, 64) ?? 0,
+    speed,
+    strict: v.strict === true,
+    json: v.json === true,
+    limit: integer('limit', v.limit, 1, Number.MAX_SAFE_INTEGER) ?? Infinity,
+    record: v.record ?? null,
+    sim,
+  };
+}

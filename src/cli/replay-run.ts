@@ -1,0 +1,333 @@
+/**
+ * The engine of `kvindex replay`: reads a trace, a recorded event stream or a replay workload,
+ * drives a `ShardedIndexer` with it and measures what the indexer did. Input kinds are told
+ * from the first valid line (see `src/trace/input-kind.ts`):
+ * - trace: every request is expanded by the cluster simulation, looked up in the indexer (the
+ *   routing decision uses those scores), and the chosen worker's events are applied; every
+ *   worker's score is also checked against the simulation's cache model (`mismatches`);
+ * - recorder / events: every event is applied;
+ * - workload: `match` lines are looked up and compared with `expect` (`mismatches`), `event`
+ *   lines applied.
+ *
+ * Time spent inside indexer calls (applyEvent, lookups, backpressure waits, the final flush) is
+ * summed as `indexerMs`; block-ops/s is (blocks stored + blocks removed + blocks matched by
+ * lookups) over that time, so the simulation's own work (token generation, hashing, the cache
+ * model) does not count against the indexer.
+ */
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseJsonLossless, type JsonValue } from '../protocol/json-parse.js';
+import type { RouterEvent } from '../protocol/types.js';
+import { ShardedIndexer } from '../shard/sharded-indexer.js';
+import { BadLines } from '../trace/bad-lines.js';
+import { ClusterSim, type ClusterSimOptions } from '../trace/cluster-sim.js';
+import { detectInputKind, InputKind, parseRecordedLine } from '../trace/input-kind.js';
+import { openLineSource, type LineSource } from '../trace/line-source.js';
+import { traceRequestFrom } from '../trace/mooncake.js';
+import { parseWorkloadLine } from '../trace/workload.js';
+import { LatencyLog, type ReplaySummary, type ReplayProgress } from './replay-summary.js';
+
+export interface ReplayRunOptions {
+  file: string;
+  /** Shard threads of the indexer (0: in-thread). */
+  shards: number;
+  /** Timestamp compression factor; Infinity (default) replays as fast as possible. */
+  speed: number;
+  /** Stop at the first bad line (EventParseError) instead of counting it. */
+  strict: boolean;
+  /** Read at most this many lines. */
+  limit: number;
+  /** Cluster simulation of a trace (ignored for other inputs). */
+  sim: ClusterSimOptions;
+  /** Called about every 100 ms of replay with the counters so far. */
+  onProgress?: (p: ReplayProgress) => void;
+  /**
+   * Receives every event applied, with its input timestamp in ms (the request's for a trace,
+   * the recorder's, 0 when the input has none), e.g. to write a recorder file.
+   */
+  onEvent?: (timestamp: number, event: RouterEvent) => void;
+}
+
+/** Keeps `ts` (ms of input time) from running ahead of `speed` x wall time. */
+class Pacer {
+  private origin = NaN;
+  private start = 0;
+  constructor(private readonly speed: number) {}
+
+  async wait(ts: number): Promise<void> {
+    if (this.speed === Infinity) return;
+    if (Number.isNaN(this.origin)) {
+      this.origin = ts;
+      this.start = performance.now();
+      return;
+    }
+    const due = this.start + (ts - this.origin) / this.speed;
+    const ahead = due - performance.now();
+    if (ahead > 1) await sleep(ahead);
+  }
+}
+
+/** Replays one file; rejects on I/O errors, a strict bad line, or an indexer failure. */
+export async function runReplay(options: ReplayRunOptions): Promise<ReplaySummary> {
+  const source = await openLineSource(options.file);
+  const blockSize = options.sim.blockSize ?? 64;
+  const indexer = await ShardedIndexer.create({ shards: options.shards, blockSize });
+  try {
+    return await new ReplayRun(options, source, indexer).run();
+  } finally {
+    await indexer.close();
+  }
+}
+
+class ReplayRun {
+  private readonly bad: BadLines;
+  private readonly latency = new LatencyLog();
+  private readonly pacer: Pacer;
+  private sim: ClusterSim | null = null;
+  private kind: InputKind | null = null;
+  private lines = 0;
+  private requests = 0;
+  private events = 0;
+  private stored = 0;
+  private removed = 0;
+  private cleared = 0;
+  private matched = 0;
+  private indexerMs = 0;
+  private mismatches = 0;
+  private requestBlocks = 0;
+  private hitBlocks = 0;
+  private oracleBlocks = 0;
+  private lastTimestamp = 0;
+  /** Workload: the last match, until the events that follow tell which worker served it. */
+  private pending: { scores: Map<bigint, number>; best: number } | null = null;
+  private lastProgress = 0;
+
+  constructor(
+    private readonly options: ReplayRunOptions,
+    private readonly source: LineSource,
+    private readonly indexer: ShardedIndexer,
+  ) {
+    this.bad = new BadLines(options.file, options.strict);
+    this.pacer = new Pacer(options.speed);
+  }
+
+  async run(): Promise<ReplaySummary> {
+    const started = performance.now();
+    for await (const { text, line } of this.source.lines(this.options.limit)) {
+      this.lines = line;
+      if (text.length === 0 || text.trim().length === 0) continue;
+      if (this.kind === null) await this.first(text, line);
+      else await this.handle(this.kind, text, line, null);
+      const now = performance.now();
+      if (this.options.onProgress !== undefined && now - this.lastProgress >= 100) {
+        this.lastProgress = now;
+        this.options.onProgress(this.progress());
+      }
+    }
+    this.settlePending();
+    let t = performance.now();
+    await this.indexer.flush();
+    this.indexerMs += performance.now() - t;
+    const wallMs = performance.now() - started;
+
+    const stats = await this.indexer.stats();
+    t = performance.now();
+    const snapshot = await this.indexer.dumpSnapshot('bincode');
+    const dumpMs = performance.now() - t;
+    const pairs = stats.reduce((n, s) => n + s.pairs, 0);
+    const bytes = stats.reduce((n, s) => n + s.bytes, 0);
+    const status = { ok: 0, parent_block_not_found: 0, block_not_found: 0, invalid_block_sequence: 0 };
+    for (const s of stats) for (const k of Object.keys(status) as (keyof typeof status)[]) status[k] += s.events[k];
+    const blockOps = this.stored + this.removed + this.matched;
+    const lookups = this.latency.count;
+    const hasRequests = this.kind === InputKind.Trace || this.kind === InputKind.Workload;
+    return {
+      file: this.options.file,
+      kind: this.kind,
+      gzip: this.source.gzip,
+      lines: this.lines,
+      shards: this.options.shards,
+      speed: this.options.speed === Infinity ? null : this.options.speed,
+      sim: this.sim === null ? null : this.sim.config,
+      requests: this.requests,
+      events: this.events,
+      cleared: this.cleared,
+      blocksStored: this.stored,
+      blocksRemoved: this.removed,
+      blocksMatched: this.matched,
+      blockOps,
+      indexerMs: this.indexerMs,
+      wallMs,
+      blockOpsPerSec: this.indexerMs > 0 ? (blockOps / this.indexerMs) * 1000 : 0,
+      lookups,
+      lookupP50Us: lookups > 0 ? this.latency.percentile(50) : null,
+      lookupP99Us: lookups > 0 ? this.latency.percentile(99) : null,
+      lookupMaxUs: lookups > 0 ? this.latency.percentile(100) : null,
+      hitRate: hasRequests && this.requestBlocks > 0 ? this.hitBlocks / this.requestBlocks : null,
+      oracleHitRate: hasRequests && this.requestBlocks > 0 ? this.oracleBlocks / this.requestBlocks : null,
+      mismatches: hasRequests ? this.mismatches : null,
+      applyStatus: status,
+      dumpMs,
+      dumpBytes: snapshot.length,
+      // The bincode snapshot opens with its event count as a little-endian u64.
+      dumpEvents: snapshot.length >= 8 ? Number(new DataView(snapshot.buffer, snapshot.byteOffset, 8).getBigUint64(0, true)) : 0,
+      pairs,
+      treeBytes: bytes,
+      bytesPerPair: pairs > 0 ? bytes / pairs : null,
+      badLines: this.bad.count,
+      badLineNumbers: [...this.bad.lines],
+      badLineReasons: [...this.bad.reasons],
+    };
+  }
+
+  progress(): ReplayProgress {
+    return {
+      fraction: this.source.fraction,
+      lines: this.lines,
+      requests: this.requests,
+      events: this.events,
+    };
+  }
+
+  /** Detects the kind from the first line that parses, counting the ones before as bad. */
+  private async first(text: string, line: number): Promise<void> {
+    let value: JsonValue;
+    try {
+      value = parseJsonLossless(text);
+    } catch (err) {
+      this.bad.add(line, `not valid JSON (${(err as Error).message})`);
+      return;
+    }
+    const kind = detectInputKind(value);
+    if (kind === null) {
+      this.bad.add(line, 'not a trace request, KV event, recorder line or workload op');
+      return;
+    }
+    this.kind = kind;
+    if (kind === InputKind.Trace) this.sim = new ClusterSim(this.options.sim);
+    await this.handle(kind, text, line, value);
+  }
+
+  private async handle(kind: InputKind, text: string, line: number, parsed: JsonValue | null): Promise<void> {
+    switch (kind) {
+      case InputKind.Trace:
+        return this.traceLine(text, line, parsed);
+      case InputKind.Recorder:
+      case InputKind.Events: {
+        let rec;
+        try {
+          rec = parseRecordedLine(kind, text);
+        } catch (err) {
+          this.bad.add(line, (err as Error).message);
+          return;
+        }
+        if (rec.timestamp !== null) await this.pacer.wait(rec.timestamp);
+        await this.apply([rec.event], rec.timestamp ?? 0);
+        return;
+      }
+      case InputKind.Workload:
+        return this.workloadLine(text, line);
+    }
+  }
+
+  private async traceLine(text: string, line: number, parsed: JsonValue | null): Promise<void> {
+    let value = parsed;
+    if (value === null) {
+      try {
+        value = parseJsonLossless(text);
+      } catch (err) {
+        this.bad.add(line, `not valid JSON (${(err as Error).message})`);
+        return;
+      }
+    }
+    const r = traceRequestFrom(value, line, this.lastTimestamp);
+    if (!r.ok) {
+      this.bad.add(line, r.reason);
+      return;
+    }
+    const sim = this.sim!;
+    const req = r.request;
+    this.lastTimestamp = req.timestamp;
+    await this.pacer.wait(req.timestamp);
+    const prepared = sim.prepare(req);
+    const scores = await this.lookup(prepared.local);
+    const served = sim.serve(prepared, scores);
+    this.requests++;
+    this.mismatches += served.mismatches > 0 ? 1 : 0;
+    this.requestBlocks += served.blocks;
+    this.hitBlocks += served.hit;
+    this.oracleBlocks += served.oracle;
+    await this.apply(served.events, req.timestamp);
+  }
+
+  private async workloadLine(text: string, line: number): Promise<void> {
+    let op;
+    try {
+      op = parseWorkloadLine(text, line);
+    } catch (err) {
+      this.bad.add(line, (err as Error).message);
+      return;
+    }
+    if (op.op === 'event') {
+      if (this.pending !== null) {
+        this.hitBlocks += this.pending.scores.get(op.event.workerId) ?? 0;
+        this.pending = null;
+      }
+      await this.apply([op.event], 0);
+    } else if (op.op === 'match') {
+      this.settlePending();
+      const scores = await this.lookup(op.seq);
+      this.requests++;
+      if (!sameScores(scores, op.expect)) this.mismatches++;
+      let best = 0;
+      for (const s of scores.values()) if (s > best) best = s;
+      this.requestBlocks += op.seq.length;
+      this.oracleBlocks += best;
+      this.pending = { scores, best };
+    }
+  }
+
+  /**
+   * A match followed by no event was served by a worker that needed to store nothing, i.e. one
+   * holding the whole request: count the best score as its hit.
+   */
+  private settlePending(): void {
+    if (this.pending === null) return;
+    this.hitBlocks += this.pending.best;
+    this.pending = null;
+  }
+
+  private async lookup(seq: BigUint64Array): Promise<Map<bigint, number>> {
+    const t = performance.now();
+    const { scores } = await this.indexer.findMatches(seq);
+    const dt = performance.now() - t;
+    this.indexerMs += dt;
+    this.latency.push(dt * 1000);
+    let best = 0;
+    for (const s of scores.values()) if (s > best) best = s;
+    this.matched += best;
+    return scores;
+  }
+
+  private async apply(events: readonly RouterEvent[], timestamp: number): Promise<void> {
+    const record = this.options.onEvent;
+    if (record !== undefined) for (const e of events) record(timestamp, e);
+    const t = performance.now();
+    for (const e of events) {
+      this.indexer.applyEvent(e);
+      this.events++;
+      const d = e.event.data;
+      if (d.type === 'stored') this.stored += d.blocks.length;
+      else if (d.type === 'removed') this.removed += d.blockHashes.length;
+      else this.cleared++;
+    }
+    if (this.indexer.needsDrain) await this.indexer.drained();
+    this.indexerMs += performance.now() - t;
+  }
+}
+
+function sameScores(got: Map<bigint, number>, want: Map<bigint, number>): boolean {
+  if (got.size !== want.size) return false;
+  for (const [w, s] of want) if (got.get(w) !== s) return false;
+  return true;
+}

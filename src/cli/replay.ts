@@ -1,0 +1,95 @@
+/**
+ * `kvindex replay [file] [options]`: the main job. Replays a trace, a recorded KV event stream
+ * or a replay workload through the indexer and prints a summary table (or, with `--json`, one
+ * JSON object and nothing else on stdout). A progress bar goes to stderr when it is a TTY.
+ */
+import { createWriteStream, openSync, statSync, type WriteStream } from 'node:fs';
+import { KvIndexError } from '../errors.js';
+import { formatRecorderLine } from '../protocol/json-format.js';
+import { createProgressBar } from './progress.js';
+import { parseReplayArgs, REPLAY_USAGE, UsageError, type ReplayCliOptions } from './replay-options.js';
+import { replayJson, replayTable } from './replay-report.js';
+import { runReplay, type ReplayRunOptions } from './replay-run.js';
+import type { ReplaySummary } from './replay-summary.js';
+import { formatInt } from './table.js';
+
+function fail(message: string, code: number): number {
+  process.stderr.write(`kvindex replay: ${message}\n`);
+  return code;
+}
+
+/** Runs the command; resolves to the exit code (0 ok, 1 failure or strict bad input, 2 usage). */
+export async function main(args: string[]): Promise<number> {
+  let options: ReplayCliOptions | null;
+  try {
+    options = parseReplayArgs(args);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    return fail(`${err.message}\nrun 'kvindex replay --help' for the options`, 2);
+  }
+  if (options === null) {
+    process.stdout.write(REPLAY_USAGE);
+    return 0;
+  }
+  // Files that cannot be opened are command-line mistakes (exit 2), told before any work.
+  try {
+    if (statSync(options.file).isDirectory()) return fail(`cannot read '${options.file}': it is a directory`, 2);
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    return fail(`cannot read '${options.file}': ${e.code === 'ENOENT' ? 'no such file' : e.message}`, 2);
+  }
+  let recorder: WriteStream | null = null;
+  if (options.record !== null) {
+    try {
+      recorder = createWriteStream('', { fd: openSync(options.record, 'w') });
+    } catch (err) {
+      return fail(`cannot write '${options.record}': ${(err as Error).message}`, 2);
+    }
+  }
+
+  const bar = createProgressBar();
+  const run: ReplayRunOptions = {
+    file: options.file,
+    shards: options.shards,
+    speed: options.speed,
+    strict: options.strict,
+    limit: options.limit,
+    sim: options.sim,
+  };
+  if (bar.active) {
+    run.onProgress = (p) => {
+      bar.update(p.fraction, `${formatInt(p.lines)} lines, ${formatInt(p.requests)} requests, ${formatInt(p.events)} events`);
+    };
+  }
+  if (recorder !== null) {
+    const out = recorder;
+    run.onEvent = (timestamp, event) => {
+      out.write(formatRecorderLine({ timestamp: Math.round(timestamp), event }) + '\n');
+    };
+  }
+  let summary: ReplaySummary;
+  try {
+    summary = await runReplay(run);
+  } catch (err) {
+    const code = err instanceof KvIndexError ? `[${err.code}] ` : '';
+    return fail(`${code}${(err as Error).message ?? String(err)}`, 1);
+  } finally {
+    bar.done();
+    if (recorder !== null) await closeStream(recorder);
+  }
+
+  if (options.json) process.stdout.write(JSON.stringify(replayJson(summary)) + '\n');
+  else process.stdout.write(replayTable(summary));
+  if (summary.kind === null) return fail(`${options.file} holds no valid line`, 1);
+  if (options.strict && (summary.mismatches ?? 0) > 0) {
+    return fail(`${summary.mismatches} lookups differ from the ground truth`, 1);
+  }
+  return 0;
+}
+
+function closeStream(stream: WriteStream): Promise<void> {
+  return new Promise((resolve, reject) => {
+    stream.once('error', reject);
+    stream.end(() => resolve());
+  });
+}

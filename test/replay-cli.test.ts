@@ -1,0 +1,170 @@
+/**
+ * `kvindex replay` end to end: the built CLI (`dist/src/cli/main.js`, `npm test` builds first)
+ * run as a child process on the small fixtures (test/fixtures/README.md says how they were made).
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const CLI = join(ROOT, 'dist/src/cli/main.js');
+const FIXTURES = join(ROOT, 'test/fixtures');
+const TRACE = join(FIXTURES, 'trace-small.jsonl');
+// The options the recorded fixtures were made with (test/fixtures/README.md).
+const SIM = ['--workers', '2', '--cache-blocks', '256', '--sub-blocks', '1'];
+
+interface Result {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function kvindex(args: string[], cwd = ROOT): Promise<Result> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [CLI, ...args], { cwd, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
+      const code = err === null ? 0 : typeof err.code === 'number' ? err.code : -1;
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Runs with --json and parses the single object stdout must hold. */
+async function replayJson(args: string[], cwd = ROOT): Promise<Record<string, unknown>> {
+  const r = await kvindex(['replay', ...args, '--json'], cwd);
+  expect(r.stderr).toBe('');
+  expect(r.code).toBe(0);
+  expect(r.stdout.trim().split('\n')).toHaveLength(1);
+  return JSON.parse(r.stdout) as Record<string, unknown>;
+}
+
+const REQUIRED = [
+  'requests', 'events', 'blocksStored', 'blocksRemoved', 'blockOpsPerSec', 'lookupP50Us', 'lookupP99Us',
+  'hitRate', 'oracleHitRate', 'dumpMs', 'dumpEvents', 'bytesPerPair', 'badLines',
+];
+
+let dir = '';
+let traceRun: Record<string, unknown> = {};
+beforeAll(async () => {
+  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run 'npx tsc -p tsconfig.build.json' (npm test does)`);
+  dir = mkdtempSync(join(tmpdir(), 'kvindex-replay-'));
+  traceRun = await replayJson([TRACE, ...SIM]);
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('kvindex replay on a trace', () => {
+  it('prints one JSON object with the summary fields', () => {
+    for (const key of REQUIRED) expect(traceRun, key).toHaveProperty(key);
+    expect(traceRun).toMatchObject({ kind: 'trace', requests: 50, events: 58, blocksStored: 791, blocksRemoved: 279, badLines: 0, mismatches: 0 });
+    expect(traceRun['hitRate'] as number).toBeLessThanOrEqual(traceRun['oracleHitRate'] as number);
+    expect(traceRun['blockOpsPerSec'] as number).toBeGreaterThan(0);
+    expect(traceRun['pairs']).toBe(512);
+  });
+
+  it('prints the summary table without --json', async () => {
+    const r = await kvindex(['replay', TRACE, ...SIM]);
+    expect(r.code).toBe(0);
+    for (const label of ['requests', 'events', 'blocks stored', 'blocks removed', 'block-ops/s', 'lookup p50/p99/max', 'hit rate', 'snapshot', 'memory', 'bad lines']) {
+      expect(r.stdout).toMatch(new RegExp(`^${label.replace(/[/.]/g, '\\$&')}\\s{2,}\\S`, 'm'));
+    }
+    expect(r.stdout).toMatch(/^requests\s+50$/m);
+    expect(r.stdout).toMatch(/oracle/);
+  });
+
+  it('gives the same results through 2 shard threads', async () => {
+    const sharded = await replayJson([TRACE, ...SIM, '--shards', '2']);
+    for (const key of ['requests', 'events', 'blocksStored', 'blocksRemoved', 'blocksMatched', 'hitRate', 'oracleHitRate', 'mismatches', 'pairs', 'dumpEvents', 'dumpBytes']) {
+      expect(sharded[key], key).toEqual(traceRun[key]);
+    }
+  });
+
+  it('honours timestamps with --speed', async () => {
+    // The fixture spans 6,105 ms of trace time: about 61 ms at 100x.
+    const paced = await replayJson([TRACE, ...SIM, '--speed', '100']);
+    expect(paced['wallMs'] as number).toBeGreaterThanOrEqual(55);
+    expect(paced['speed']).toBe(100);
+    expect(paced['events']).toBe(traceRun['events']);
+  });
+
+  it('replays the shipped trace slice by default, from any working directory', async () => {
+    const r = await replayJson([], tmpdir());
+    expect(r['file']).toMatch(/data[/\\]conversation_trace_head\.jsonl$/);
+    expect(r).toMatchObject({ kind: 'trace', requests: 2000, badLines: 0, mismatches: 0 });
+  });
+});
+
+describe('kvindex replay on recorded events', () => {
+  it('replays a Dynamo recorder stream into the same tree as the trace it was recorded from', async () => {
+    const r = await replayJson([join(FIXTURES, 'recorded-small.jsonl')]);
+    expect(r).toMatchObject({ kind: 'recorder', requests: 0, events: 58, blocksStored: 791, blocksRemoved: 279, badLines: 0, lookupP50Us: null, hitRate: null });
+    expect(r['pairs']).toBe(traceRun['pairs']);
+    expect(r['dumpBytes']).toBe(traceRun['dumpBytes']);
+  });
+
+  it('replays gzip RouterEvent lines', async () => {
+    const r = await replayJson([join(FIXTURES, 'router-events-small.jsonl.gz')]);
+    expect(r).toMatchObject({ kind: 'events', gzip: true, events: 58, blocksStored: 791, blocksRemoved: 279 });
+    expect(r['dumpBytes']).toBe(traceRun['dumpBytes']);
+  });
+
+  it('writes what it applied with --record, as a replayable recorder file', async () => {
+    const out = join(dir, 'recorded.jsonl');
+    await replayJson([TRACE, ...SIM, '--record', out]);
+    expect(readFileSync(out, 'utf8')).toBe(readFileSync(join(FIXTURES, 'recorded-small.jsonl'), 'utf8'));
+  });
+});
+
+describe('kvindex replay on bad input', () => {
+  const withBadLines = (): string => {
+    const lines = readFileSync(TRACE, 'utf8').trimEnd().split('\n');
+    lines.splice(2, 0, '{"timestamp": 1, "hash_ids": [1, 2');            // line 3: not JSON
+    lines.splice(9, 0, '{"timestamp": 1, "hash_ids": [1, -2, 3]}');      // line 10: negative id
+    lines.splice(19, 0, '{"timestamp": 1, "hash_ids": "0,1"}');          // line 20: not a list
+    const file = join(dir, 'bad.jsonl');
+    writeFileSync(file, lines.join('\n') + '\n');
+    return file;
+  };
+
+  it('counts bad lines with their 1-based numbers and replays the rest', async () => {
+    const r = await replayJson([withBadLines(), ...SIM]);
+    expect(r).toMatchObject({ requests: 50, badLines: 3, badLineNumbers: [3, 10, 20], events: traceRun['events'] });
+    const table = await kvindex(['replay', withBadLines(), ...SIM]);
+    expect(table.stdout).toMatch(/^bad lines\s+3 \(lines 3, 10, 20;/m);
+  });
+
+  it('stops at the first bad line with exit code 1 under --strict', async () => {
+    const r = await kvindex(['replay', withBadLines(), ...SIM, '--strict', '--json']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/bad\.jsonl:3: bad line: not valid JSON/);
+  });
+});
+
+describe('kvindex replay usage', () => {
+  it('exits 2 on an unknown option', async () => {
+    const r = await kvindex(['replay', TRACE, '--frobnicate']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/unknown option '--frobnicate'/);
+  });
+
+  it('exits 2 on a missing file', async () => {
+    const r = await kvindex(['replay', join(dir, 'nope.jsonl')]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/cannot read .*nope\.jsonl.*no such file/);
+  });
+
+  it('exits 2 on a bad option value', async () => {
+    const r = await kvindex(['replay', TRACE, '--workers', '0']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--workers: expected an integer/);
+  });
+
+  it('prints its help with exit code 0', async () => {
+    const r = await kvindex(['replay', '--help']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^usage: kvindex replay/);
+    expect(r.stdout).toMatch(/--shards N/);
+  });
+});
