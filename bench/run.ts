@@ -25,6 +25,8 @@ const SUITES: Array<[string, () => Promise<Suite>]> = [
   }],
   ['tree', async () => (await import('./tree.bench.js')).run],
   ['shard', async () => (await import('./shard.bench.js')).run],
+  ['snapshot-scaling', async () => (await import('./snapshot-scaling.bench.js')).run],
+  ['replay', async () => (await import('./replay.bench.js')).run],
 ];
 
 async function main(): Promise<void> {

@@ -14,6 +14,9 @@ export { mergeSnapshots } from './protocol/snapshot-merge.js';
 export { computeBlockHashes, computeSequenceHashes, XXH3_SEED } from './hash/block-hash.js';
 export { RadixTree } from './tree/radix-tree.js';
 export { ShardedIndexer } from './shard/sharded-indexer.js';
+export { ClusterSim, deriveWorkerIds } from './trace/cluster-sim.js';
+export { readTraceFile, parseTraceLine } from './trace/mooncake.js';
+export { readWorkload } from './trace/workload.js';
 
 // Types
 export type {
@@ -31,3 +34,6 @@ export type { RadixTreeOptions } from './tree/radix-tree.js';
 export type { DumpSink } from './tree/dump.js';
 export type { ShardedIndexerOptions } from './shard/sharded-indexer.js';
 export type { ShardStats } from './shard/messages.js';
+export type { ClusterSimOptions } from './trace/cluster-sim.js';
+export type { TraceRequest } from './trace/mooncake.js';
+export type { WorkloadOp } from './trace/workload.js';

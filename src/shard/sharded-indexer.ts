@@ -165,11 +165,11 @@ export class ShardedIndexer extends EventEmitter {
   /** Validates and enqueues one event; synchronous, never awaits. Throws on a malformed event. */
   applyEvent(event: RouterEvent): void {
     this.check();
-    assertRouterEvent(event);
     if (this.tree !== null) {
-      this.counts[this.tree.applyEvent(event)]++;
+      this.counts[this.tree.applyEvent(event)]++; // validates the event itself
       return;
     }
+    assertRouterEvent(event);
     const shard = this.assign(event.workerId);
     if (this.jsonWriters[shard]!.events > 0) this.sendJson(shard); // keep the shard's order
     const w = this.writers[shard]!;
