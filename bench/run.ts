@@ -27,6 +27,7 @@ const SUITES: Array<[string, () => Promise<Suite>]> = [
   ['shard', async () => (await import('./shard.bench.js')).run],
   ['snapshot-scaling', async () => (await import('./snapshot-scaling.bench.js')).run],
   ['replay', async () => (await import('./replay.bench.js')).run],
+  ['nats', async () => (await import('./nats.bench.js')).run],
 ];
 
 async function main(): Promise<void> {

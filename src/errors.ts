@@ -27,6 +27,14 @@ export const ErrorCode = {
   ShardFailed: 'KVX_SHARD_FAILED',
   /** The indexer was used after `close()`. */
   Closed: 'KVX_CLOSED',
+  /** No NATS server answered at the URL within the connect budget. */
+  NatsUnreachable: 'KVX_NATS_UNREACHABLE',
+  /** The NATS server answered but JetStream is not enabled on it (start it with `-js`). */
+  NatsJetStreamUnavailable: 'KVX_NATS_JETSTREAM_UNAVAILABLE',
+  /** A JetStream or object-store call failed (the message names the call and the server's reason). */
+  NatsRequestFailed: 'KVX_NATS_REQUEST_FAILED',
+  /** A findMatches request over NATS had a bad body, or its reply reported an error. */
+  NatsBadQuery: 'KVX_NATS_BAD_QUERY',
 } as const;
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

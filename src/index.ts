@@ -17,6 +17,12 @@ export { ShardedIndexer } from './shard/sharded-indexer.js';
 export { ClusterSim, deriveWorkerIds } from './trace/cluster-sim.js';
 export { readTraceFile, parseTraceLine } from './trace/mooncake.js';
 export { readWorkload } from './trace/workload.js';
+export { KvEventSubscriber } from './nats/subscriber.js';
+export { KvEventPublisher } from './nats/publisher.js';
+export { KvQueryService, requestFindMatches } from './nats/query.js';
+export { kvNames } from './nats/names.js';
+export { connectNats } from './nats/connect.js';
+export { NatsError, NatsErrorCode } from './nats/errors.js';
 
 // Types
 export type {
@@ -37,3 +43,8 @@ export type { ShardStats } from './shard/messages.js';
 export type { ClusterSimOptions } from './trace/cluster-sim.js';
 export type { TraceRequest } from './trace/mooncake.js';
 export type { WorkloadOp } from './trace/workload.js';
+export type { KvEventSubscriberOptions, SubscriberStats } from './nats/subscriber-options.js';
+export type { KvEventPublisherOptions, PublishOptions } from './nats/publisher.js';
+export type { FindRequest, QueryServiceOptions, RemoteScores } from './nats/query.js';
+export type { KvNames } from './nats/names.js';
+export type { NatsConnectOptions } from './nats/connect.js';

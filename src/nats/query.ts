@@ -1,0 +1,208 @@
+/**
+ * findMatches over NATS request/reply, for routers in other processes (`kvindex serve` runs the
+ * service; `requestFindMatches` is the client side). Not part of Dynamo: Dynamo routers hold
+ * their own index.
+ *
+ * Subject: `namespace-<ns>-component-<comp>.kvindex.find` (`kvNames().querySubject`), served in
+ * the queue group `kvindex`, so replicas share the requests. It is outside the stream's subjects
+ * (`<stream>.*`), so requests are never stored.
+ *
+ * Request, a JSON object with exactly one of:
+ *   {"tokens":[1,2,3,...]}        token ids (u32), hashed into blocks of the server's block size
+ *                                 (xxh3-64, seed 1337, full blocks only)
+ *   {"hashes":["14643705804678351452",4945711292740353085]}
+ *                                 the LocalBlockHash sequence; each u64 as a decimal string or
+ *                                 a JSON integer (read losslessly, never through JSON.parse)
+ * Other keys are ignored.
+ *
+ * Reply:
+ *   {"scores":{"7587889975016782855":2},"frequencies":[],"stream_seq":1234}
+ * `scores` maps worker ids (decimal strings: they exceed 2^53) to the number of leading blocks
+ * of the sequence the worker holds (workers at 0 are absent); `frequencies` as Dynamo's
+ * OverlapScores (empty unless the indexer has an expiration window); `stream_seq` is the last
+ * stream sequence applied when the lookup ran (null without a subscriber).
+ *
+ * Error reply: {"error":{"code":"KVX_NATS_BAD_QUERY","message":"hashes[2]: ..."}}, or the
+ * indexer's code (e.g. KVX_CLOSED).
+ */
+
+import type { Msg, NatsConnection, Subscription } from 'nats';
+import type { Logger } from 'pino';
+import { KvIndexError } from '../errors.js';
+import { parseJsonLossless, type JsonObject, type JsonValue } from '../protocol/json-parse.js';
+import { U64_MAX, type OverlapScores } from '../protocol/types.js';
+import type { ShardedIndexer } from '../shard/sharded-indexer.js';
+import { NatsError, NatsErrorCode, reason } from './errors.js';
+
+/** A parsed findMatches request. */
+export type FindRequest = { tokens: Uint32Array } | { hashes: BigUint64Array };
+
+export interface QueryServiceOptions {
+  /** Queue group; null to have every instance answer. Default 'kvindex'. */
+  queue?: string | null;
+  /** Reported as `stream_seq` in replies (e.g. `() => subscriber.lastAppliedSeq`). */
+  appliedSeq?: () => number;
+  logger?: Logger;
+}
+
+const encoder = new TextEncoder();
+
+function bad(message: string): never {
+  throw new NatsError(NatsErrorCode.BadQuery, message);
+}
+
+/** Parses a request body; throws `NatsError` `KVX_NATS_BAD_QUERY` naming the bad field. */
+export function parseFindRequest(body: Uint8Array | string): FindRequest {
+  let value: JsonValue;
+  try {
+    value = parseJsonLossless(body);
+  } catch (err) {
+    return bad(`request is not JSON: ${reason(err)}`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) bad('request: expected a JSON object');
+  const obj = value as JsonObject;
+  const tokens = obj['tokens'];
+  const hashes = obj['hashes'];
+  if ((tokens === undefined) === (hashes === undefined)) bad('request: expected exactly one of "tokens" and "hashes"');
+  if (tokens !== undefined) {
+    if (!Array.isArray(tokens)) bad('tokens: expected an array');
+    const out = new Uint32Array(tokens.length);
+    for (let i = 0; i < tokens.length; i++) {
+      const t = tokens[i];
+      if (typeof t !== 'bigint' || t < 0n || t > 0xffff_ffffn) bad(`tokens[${i}]: expected an integer in [0, 2^32-1], got ${String(t)}`);
+      out[i] = Number(t);
+    }
+    return { tokens: out };
+  }
+  if (!Array.isArray(hashes)) bad('hashes: expected an array');
+  const out = new BigUint64Array(hashes.length);
+  for (let i = 0; i < hashes.length; i++) {
+    const h = hashes[i];
+    let v: bigint | null = null;
+    if (typeof h === 'bigint') v = h;
+    else if (typeof h === 'string' && /^[0-9]{1,20}$/.test(h)) v = BigInt(h);
+    if (v === null || v < 0n || v > U64_MAX) bad(`hashes[${i}]: expected a u64 as a decimal string or integer, got ${JSON.stringify(String(h))}`);
+    out[i] = v;
+  }
+  return { hashes: out };
+}
+
+/** The reply body for scores (worker ids as decimal-string keys). */
+export function formatFindReply(scores: OverlapScores, streamSeq: number | null): string {
+  let s = '{"scores":{';
+  let first = true;
+  for (const [worker, n] of scores.scores) {
+    s += (first ? '"' : ',"') + worker.toString() + '":' + n;
+    first = false;
+  }
+  return s + '},"frequencies":[' + scores.frequencies.join(',') + '],"stream_seq":' + (streamSeq === null ? 'null' : String(streamSeq)) + '}';
+}
+
+function formatError(err: unknown): string {
+  const code = err instanceof KvIndexError ? err.code : 'KVX_INTERNAL';
+  return JSON.stringify({ error: { code, message: reason(err) } });
+}
+
+/** Answers findMatches requests for one indexer on one subject. */
+export class KvQueryService {
+  readonly subject: string;
+  private readonly sub: Subscription;
+  private served = 0;
+  private failed = 0;
+
+  private constructor(sub: Subscription, subject: string) {
+    this.sub = sub;
+    this.subject = subject;
+  }
+
+  /** Subscribes on `subject` (see the file comment for the format). */
+  static start(nc: NatsConnection, indexer: ShardedIndexer, subject: string, options: QueryServiceOptions = {}): KvQueryService {
+    const logger = options.logger ?? null;
+    const applied = options.appliedSeq ?? null;
+    const queue = options.queue === undefined ? 'kvindex' : options.queue;
+    let service: KvQueryService | null = null;
+    const answer = async (m: Msg): Promise<void> => {
+      let reply: string;
+      try {
+        const req = parseFindRequest(m.data);
+        const scores = 'tokens' in req ? await indexer.findMatchesForTokens(req.tokens) : await indexer.findMatches(req.hashes);
+        reply = formatFindReply(scores, applied === null ? null : applied());
+        if (service !== null) service.served++;
+      } catch (err) {
+        reply = formatError(err);
+        if (service !== null) service.failed++;
+        logger?.debug({ subject, err: reason(err) }, 'findMatches request failed');
+      }
+      if (m.reply) m.respond(encoder.encode(reply));
+    };
+    const sub = nc.subscribe(subject, {
+      ...(queue === null ? {} : { queue }),
+      callback: (err, m) => {
+        if (err !== null) {
+          logger?.warn({ subject, err: reason(err) }, 'query subscription failed');
+          return;
+        }
+        void answer(m);
+      },
+    });
+    service = new KvQueryService(sub, subject);
+    logger?.debug({ subject, queue }, 'findMatches service started');
+    return service;
+  }
+
+  /** Requests answered with scores, and with an error. */
+  stats(): { served: number; failed: number } {
+    return { served: this.served, failed: this.failed };
+  }
+
+  /** Stops taking requests; requests already received are still answered. */
+  async stop(): Promise<void> {
+    if (!this.sub.isClosed()) await this.sub.drain().catch(() => undefined);
+  }
+}
+
+/** Scores from a remote `kvindex serve`, with the stream sequence it had applied. */
+export interface RemoteScores extends OverlapScores {
+  streamSeq: number | null;
+}
+
+/**
+ * Sends a findMatches request and parses the reply. Throws `NatsError` `KVX_NATS_BAD_QUERY`
+ * for an error reply, `KVX_NATS_REQUEST_FAILED` when no service answers within `timeoutMs`.
+ */
+export async function requestFindMatches(
+  nc: NatsConnection,
+  subject: string,
+  query: { tokens: ArrayLike<number> } | { hashes: ArrayLike<bigint> },
+  timeoutMs = 5_000,
+): Promise<RemoteScores> {
+  const body =
+    'tokens' in query
+      ? `{"tokens":[${Array.from(query.tokens).join(',')}]}`
+      : `{"hashes":[${Array.from(query.hashes, (h) => `"${h.toString()}"`).join(',')}]}`;
+  let m: Msg;
+  try {
+    m = await nc.request(subject, encoder.encode(body), { timeout: timeoutMs });
+  } catch (err) {
+    throw new NatsError(NatsErrorCode.RequestFailed, `findMatches on ${subject}: ${reason(err)}`, { cause: err });
+  }
+  const value = parseJsonLossless(m.data);
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) bad('reply: expected a JSON object');
+  const obj = value as JsonObject;
+  const error = obj['error'];
+  if (error !== undefined) {
+    const e = error as JsonObject;
+    bad(`findMatches on ${subject} failed: [${String(e['code'])}] ${String(e['message'])}`);
+  }
+  const scores = new Map<bigint, number>();
+  const raw = obj['scores'];
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) bad('reply.scores: expected an object');
+  for (const [k, v] of Object.entries(raw as JsonObject)) {
+    if (!/^[0-9]{1,20}$/.test(k) || typeof v !== 'bigint') bad(`reply.scores: bad entry ${k}`);
+    scores.set(BigInt(k), Number(v));
+  }
+  const freq = obj['frequencies'];
+  const frequencies = Array.isArray(freq) ? freq.map((f) => Number(f)) : [];
+  const seq = obj['stream_seq'];
+  return { scores, frequencies, streamSeq: typeof seq === 'bigint' ? Number(seq) : null };
+}

@@ -1,0 +1,121 @@
+/** Options of `KvEventSubscriber`: the documented interface, defaults and checks. */
+
+import { randomUUID } from 'node:crypto';
+import type { NatsConnection } from 'nats';
+import type { Logger } from 'pino';
+import { ErrorCode, KvIndexError } from '../errors.js';
+import type { SnapshotEncoding } from '../protocol/types.js';
+import type { ShardedIndexer } from '../shard/sharded-indexer.js';
+import { DEFAULT_STREAM_MAX_AGE_S } from './connect.js';
+import { checkEncoding } from './snapshot.js';
+
+export interface KvEventSubscriberOptions {
+  /** The index to feed; the subscriber never closes it. */
+  indexer: ShardedIndexer;
+  namespace: string;
+  component: string;
+  /** NATS URL(s); default env `NATS_SERVER`, else `nats://127.0.0.1:4222`. Ignored with `connection`. */
+  servers?: string | string[];
+  /** An open connection to use (and leave open on close) instead of connecting. */
+  connection?: NatsConnection;
+  /** First-connect retry budget, ms (default 5,000); then `KVX_NATS_UNREACHABLE`. */
+  connectTimeoutMs?: number;
+  /** Durable consumer name; default a random UUID, as Dynamo names it after the router. */
+  consumerName?: string;
+  /** `max_age` of the stream when this subscriber creates it, seconds. Default 3,600. */
+  streamMaxAgeS?: number;
+  /** Snapshot when the stream holds more messages than this; null or absent: never. */
+  snapshotThreshold?: number | null;
+  /** Period of the snapshot check, ms, ±10 % jitter. Default 1,000 (Dynamo's). */
+  snapshotIntervalMs?: number;
+  /** Snapshot layout. Default 'bincode' (Dynamo's PR-era layout). */
+  encoding?: SnapshotEncoding;
+  /** Purge the stream and delete the snapshot bucket instead of loading the snapshot. */
+  resetStates?: boolean;
+  /** Messages per pull, at most. Default 512. */
+  batchMessages?: number;
+  /** Target bytes per pull: the pull size shrinks when messages are large. Default 1 MiB. */
+  batchBytes?: number;
+  /** How long a pull waits for messages, ms (nats.js minimum 1,000). Default 1,000. */
+  fetchExpiresMs?: number;
+  /**
+   * Hand each message's bytes to `indexer.applyEventJson`, so shard threads parse them in
+   * parallel, instead of parsing on this thread. A message a shard rejects is counted and logged
+   * with the range of stream sequences it lies in (its exact sequence is not known here), and at
+   * most 16 per shard batch are reported. Default false.
+   */
+  parseInShards?: boolean;
+  /** Keep the durable consumer on close (Dynamo deletes it, so it stops holding back purges). */
+  keepConsumer?: boolean;
+  logger?: Logger;
+}
+
+/** Counters of a subscriber (a snapshot of them; cheap to call). */
+export interface SubscriberStats {
+  stream: string;
+  consumer: string;
+  /** Messages received (including duplicates and malformed ones). */
+  received: number;
+  /** Events handed to the indexer. */
+  applied: number;
+  malformed: number;
+  /** Messages at or below the router's position, skipped. */
+  duplicates: number;
+  /** Stream sequences that never arrived (purged or expired before this router read them). */
+  missedSeqs: number;
+  /** Times the consumer was recreated after a lost delivery or its disappearance. */
+  consumerResets: number;
+  snapshots: number;
+  /** Every event up to this stream sequence is applied (and acked). */
+  lastAppliedSeq: number;
+  /** Messages the server still had for the consumer at the last delivery. */
+  pending: number;
+}
+
+/** Options after defaults and checks. */
+export interface SubscriberConfig {
+  servers: string | string[] | undefined;
+  consumerName: string;
+  streamMaxAgeS: number;
+  snapshotThreshold: number | null;
+  snapshotIntervalMs: number;
+  encoding: SnapshotEncoding;
+  resetStates: boolean;
+  batchMessages: number;
+  batchBytes: number;
+  fetchExpiresMs: number;
+  parseInShards: boolean;
+  keepConsumer: boolean;
+}
+
+/** Applies defaults; throws `KvIndexError` `InvalidOption` naming the bad option. */
+export function checkSubscriberOptions(o: KvEventSubscriberOptions): SubscriberConfig {
+  const bad = (what: string): never => {
+    throw new KvIndexError(ErrorCode.InvalidOption, what);
+  };
+  const int = (name: string, v: number | undefined, dflt: number, min: number): number => {
+    if (v === undefined) return dflt;
+    if (!Number.isInteger(v) || v < min) bad(`${name}: expected an integer >= ${min}, got ${String(v)}`);
+    return v;
+  };
+  if (typeof o !== 'object' || o === null) bad('options: expected an object');
+  if (typeof o.indexer?.applyEvent !== 'function') bad('indexer: expected a ShardedIndexer');
+  const name = o.consumerName ?? randomUUID();
+  if (typeof name !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(name)) bad(`consumerName: expected 1-64 of [A-Za-z0-9_-], got ${JSON.stringify(name)}`);
+  const threshold = o.snapshotThreshold ?? null;
+  if (threshold !== null && !(Number.isInteger(threshold) && threshold >= 0)) bad(`snapshotThreshold: expected an integer >= 0, got ${String(threshold)}`);
+  return {
+    servers: o.servers,
+    consumerName: name,
+    streamMaxAgeS: int('streamMaxAgeS', o.streamMaxAgeS, DEFAULT_STREAM_MAX_AGE_S, 1),
+    snapshotThreshold: threshold,
+    snapshotIntervalMs: int('snapshotIntervalMs', o.snapshotIntervalMs, 1_000, 10),
+    encoding: checkEncoding(o.encoding ?? 'bincode'),
+    resetStates: o.resetStates === true,
+    batchMessages: int('batchMessages', o.batchMessages, 512, 1),
+    batchBytes: int('batchBytes', o.batchBytes, 1 << 20, 1),
+    fetchExpiresMs: int('fetchExpiresMs', o.fetchExpiresMs, 1_000, 1_000),
+    parseInShards: o.parseInShards === true,
+    keepConsumer: o.keepConsumer === true,
+  };
+}

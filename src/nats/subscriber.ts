@@ -1,0 +1,484 @@
+/**
+ * `KvEventSubscriber`: feeds a `ShardedIndexer` from the JetStream stream that engines publish
+ * RouterEvents to, as a Dynamo router does (reference §5.2), with these differences:
+ *
+ * - Batches: one pull fetches up to 512 messages (fewer when messages are large, so a batch stays
+ *   near 1 MiB), instead of one message per round trip.
+ * - Ack after apply: the batch's last message is acked (consumer ack policy `all`) only after
+ *   `indexer.flush()` says every event of the batch is applied; Dynamo acks on receipt.
+ * - Position: the router owns the last stream sequence it handed to the indexer; redeliveries
+ *   at or below it are skipped, and lost deliveries make it recreate its consumer right after
+ *   it (rules in delivery.ts). Startup resumes right after the snapshot's `stream_seq`
+ *   (snapshot.ts).
+ *
+ * Malformed messages are counted, logged with their stream sequence, acked with the batch and
+ * otherwise ignored. A failing indexer (closed, shard thread died) stops the subscriber: see
+ * `whenStopped()`.
+ */
+
+import {
+  Events,
+  type Consumer,
+  type ConsumerMessages,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+  type NatsConnection,
+  type Status,
+} from 'nats';
+import type { Logger } from 'pino';
+import { ErrorCode, EventParseError, KvIndexError } from '../errors.js';
+import { parseRouterEvent } from '../protocol/json-parse.js';
+import type { ShardedIndexer } from '../shard/sharded-indexer.js';
+import { connectNats, createDurableConsumer, ensureStream, openJetStream, sleep } from './connect.js';
+import { DeliveryTracker } from './delivery.js';
+import { API_CONSUMER_NOT_FOUND, isApiError, reason } from './errors.js';
+import { kvNames, type KvNames } from './names.js';
+import { restoreSnapshot, type RestoreReport, type SnapshotReport } from './snapshot.js';
+import { SnapshotScheduler } from './snapshot-schedule.js';
+import {
+  checkSubscriberOptions,
+  type KvEventSubscriberOptions,
+  type SubscriberConfig,
+  type SubscriberStats,
+} from './subscriber-options.js';
+
+export type { KvEventSubscriberOptions, SubscriberStats } from './subscriber-options.js';
+
+export class KvEventSubscriber {
+  readonly names: KvNames;
+  readonly consumerName: string;
+  /** What startup loaded (or skipped). */
+  readonly restored: RestoreReport;
+  private readonly nc: NatsConnection;
+  private readonly ownsConnection: boolean;
+  private readonly jsm: JetStreamManager;
+  private readonly js: JetStreamClient;
+  private readonly indexer: ShardedIndexer;
+  private readonly logger: Logger | null;
+  private readonly o: SubscriberConfig;
+  private readonly snapshots: SnapshotScheduler;
+  private readonly position: DeliveryTracker;
+  private consumer: Consumer | null = null;
+  private activeFetch: ConsumerMessages | null = null;
+  private inFlightCommit: Promise<void> | null = null;
+  private appliedSeq: number;
+  private resetNeeded = false;
+  private avgMessageBytes = 0;
+  private stopping = false;
+  private closed = false;
+  private pauseWanted = false;
+  private pausedAck: (() => void) | null = null;
+  private resumeGate: Promise<void> | null = null;
+  private resumeOpen: (() => void) | null = null;
+  private loopDone: Promise<Error | null> = Promise.resolve(null);
+  private waiters: Array<{ seq: number; resolve: () => void; reject: (err: Error) => void }> = [];
+  private failingSince = 0;
+  private readonly onShardMalformed: ((err: KvIndexError) => void) | null;
+  private status: AsyncIterable<Status> | null = null;
+  private readonly counts = { received: 0, applied: 0, malformed: 0, duplicates: 0, missedSeqs: 0, consumerResets: 0, pending: 0 };
+
+  private constructor(
+    o: SubscriberConfig,
+    opts: KvEventSubscriberOptions,
+    names: KvNames,
+    nc: NatsConnection,
+    jet: { jsm: JetStreamManager; js: JetStreamClient },
+    restored: RestoreReport,
+  ) {
+    this.o = o;
+    this.names = names;
+    this.consumerName = o.consumerName;
+    this.restored = restored;
+    this.nc = nc;
+    this.ownsConnection = opts.connection === undefined;
+    this.jsm = jet.jsm;
+    this.js = jet.js;
+    this.indexer = opts.indexer;
+    this.logger = opts.logger ?? null;
+    this.position = new DeliveryTracker(restored.resumeAfter);
+    this.appliedSeq = restored.resumeAfter;
+    // The dump is requested in the same tick as this read (see takeSnapshot).
+    this.snapshots = new SnapshotScheduler(
+      { jsm: jet.jsm, js: jet.js, names, indexer: opts.indexer, logger: this.logger },
+      o.snapshotThreshold,
+      o.snapshotIntervalMs,
+      o.encoding,
+      () => this.position.position,
+    );
+    this.onShardMalformed = o.parseInShards ? (err) => this.shardRejected(err) : null;
+    if (this.onShardMalformed !== null) opts.indexer.on('malformed', this.onShardMalformed);
+  }
+
+  /**
+   * Connects, gets or creates the stream, loads the snapshot (or resets), creates the durable
+   * consumer right after the snapshot's sequence, then starts consuming and, with a threshold,
+   * checking for snapshots. Throws `KvIndexError` `InvalidOption` for bad options, `NatsError`
+   * (`KVX_NATS_UNREACHABLE`, `KVX_NATS_JETSTREAM_UNAVAILABLE`, `KVX_NATS_REQUEST_FAILED`), or
+   * the snapshot's `SnapshotDecodeError`.
+   */
+  static async start(options: KvEventSubscriberOptions): Promise<KvEventSubscriber> {
+    const o = checkSubscriberOptions(options);
+    const names = kvNames(options.namespace, options.component);
+    const logger = options.logger;
+    const nc =
+      options.connection ??
+      (await connectNats({
+        ...(o.servers === undefined ? {} : { servers: o.servers }),
+        ...(options.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: options.connectTimeoutMs }),
+        ...(logger === undefined ? {} : { logger }),
+        name: `kvindex-router-${o.consumerName}`,
+      }));
+    try {
+      const jet = await openJetStream(nc);
+      await ensureStream(jet.jsm, names, o.streamMaxAgeS, logger);
+      const restored = await restoreSnapshot({ ...jet, names, indexer: options.indexer, logger: logger ?? null }, o.resetStates);
+      const sub = new KvEventSubscriber(o, options, names, nc, jet, restored);
+      await sub.createConsumer();
+      sub.watchConnection();
+      sub.loopDone = sub.loop();
+      sub.snapshots.start();
+      logger?.info(
+        { stream: names.stream, consumer: o.consumerName, resumeAfter: restored.resumeAfter, snapshotThreshold: o.snapshotThreshold },
+        'subscribed to the KV event stream',
+      );
+      return sub;
+    } catch (err) {
+      if (options.connection === undefined) await nc.close().catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /** Every event up to this stream sequence is applied to the indexer. */
+  get lastAppliedSeq(): number {
+    return this.appliedSeq;
+  }
+
+  /** The NATS connection (owned by the subscriber unless one was passed in). */
+  get connection(): NatsConnection {
+    return this.nc;
+  }
+
+  stats(): SubscriberStats {
+    return {
+      stream: this.names.stream,
+      consumer: this.consumerName,
+      ...this.counts,
+      snapshots: this.snapshots.taken,
+      lastAppliedSeq: this.appliedSeq,
+    };
+  }
+
+  /**
+   * Resolves once every event up to `seq` is applied; rejects after `timeoutMs` (default 10 s)
+   * or when the subscriber closes first.
+   */
+  waitForSeq(seq: number, timeoutMs = 10_000): Promise<void> {
+    if (this.appliedSeq >= seq) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const t = setTimeout(() => {
+        this.waiters = this.waiters.filter((x) => x !== w);
+        reject(new Error(`stream sequence ${seq} not applied within ${timeoutMs} ms (applied: ${this.appliedSeq})`));
+      }, timeoutMs);
+      const w = {
+        seq,
+        resolve: (): void => {
+          clearTimeout(t);
+          resolve();
+        },
+        reject: (err: Error): void => {
+          clearTimeout(t);
+          reject(err);
+        },
+      };
+      this.waiters.push(w);
+    });
+  }
+
+  /**
+   * Takes a snapshot now, whatever the stream's size (purge, dump and upload as the periodic
+   * check does). Resolves with its report, or null when no purge was possible.
+   */
+  snapshotNow(): Promise<SnapshotReport | null> {
+    return this.snapshots.now();
+  }
+
+  /** Stops fetching after the current pull (its events applied and acked); `resume()` continues. */
+  async pause(): Promise<void> {
+    if (this.resumeGate !== null || this.stopping) return;
+    this.resumeGate = new Promise((res) => {
+      this.resumeOpen = res;
+    });
+    this.pauseWanted = true;
+    await new Promise<void>((res) => {
+      this.pausedAck = res;
+    });
+  }
+
+  resume(): void {
+    this.pauseWanted = false;
+    this.resumeOpen?.();
+    this.resumeGate = null;
+    this.resumeOpen = null;
+  }
+
+  /** Resolves when the subscriber stops: null after `close()`, the error if the indexer failed. */
+  whenStopped(): Promise<Error | null> {
+    return this.loopDone;
+  }
+
+  /**
+   * Stops fetching (ends the pull in flight), applies and acks what was delivered (the final
+   * ack waits for the server's confirmation), waits for a snapshot in
+   * progress, deletes the durable consumer unless `keepConsumer`, and closes the connection if
+   * the subscriber opened it. The indexer stays open. Safe to call twice.
+   */
+  async close(): Promise<void> {
+    if (this.closed) {
+      await this.loopDone;
+      return;
+    }
+    this.closed = true;
+    this.stopping = true;
+    const snapshotsStopped = this.snapshots.stop();
+    // Abandoning the pull is harmless now: deliveries that still arrive are never acked, and the
+    // consumer is deleted (or, kept, is recreated from the snapshot position by the next start).
+    void this.activeFetch?.close().catch(() => undefined);
+    this.resume();
+    const failure = await this.loopDone;
+    await snapshotsStopped;
+    if (!this.o.keepConsumer) {
+      await this.jsm.consumers.delete(this.names.stream, this.consumerName).catch((err: unknown) => {
+        this.logger?.warn({ consumer: this.consumerName, err: reason(err) }, 'could not delete the durable consumer');
+      });
+    }
+    if (this.onShardMalformed !== null) this.indexer.off('malformed', this.onShardMalformed);
+    (this.status as { stop?: () => void } | null)?.stop?.();
+    const waiting = this.waiters;
+    this.waiters = [];
+    for (const w of waiting) w.reject(new Error(`subscriber closed before stream sequence ${w.seq} was applied (applied: ${this.appliedSeq})`));
+    this.logger?.info({ ...this.stats(), failed: failure !== null }, 'unsubscribed from the KV event stream');
+    if (this.ownsConnection) await this.nc.close().catch(() => undefined);
+  }
+
+  /** Logs disconnections and reconnections of the NATS client (it reconnects by itself). */
+  private watchConnection(): void {
+    const logger = this.logger;
+    if (logger === null) return;
+    const status = this.nc.status();
+    this.status = status;
+    void (async () => {
+      for await (const s of status) {
+        if (s.type === Events.Disconnect) logger.warn({ server: s.data }, 'NATS connection lost; reconnecting');
+        else if (s.type === Events.Reconnect) logger.info({ server: s.data }, 'NATS connection re-established');
+      }
+    })().catch(() => undefined);
+  }
+
+  // ---- consuming ----
+
+  private async loop(): Promise<Error | null> {
+    let backoff = 100;
+    while (!this.stopping) {
+      if (this.pauseWanted) {
+        const failed = await this.settle().then(
+          () => null,
+          (err: unknown) => err,
+        );
+        if (failed !== null) return this.fail(failed);
+        this.pausedAck?.();
+        this.pausedAck = null;
+        await this.resumeGate;
+        continue;
+      }
+      try {
+        if (this.resetNeeded) {
+          await this.settle();
+          await this.createConsumer();
+        }
+        this.consumer ??= await this.js.consumers.get(this.names.stream, this.consumerName);
+        await this.fetchBatch(this.consumer);
+        if (this.failingSince !== 0) {
+          this.logger?.info({ downMs: Date.now() - this.failingSince }, 'consuming the KV event stream again');
+          this.failingSince = 0;
+        }
+        backoff = 100;
+      } catch (err) {
+        if (isFatal(err)) return this.fail(err);
+        if (this.failingSince === 0) {
+          this.failingSince = Date.now();
+          this.logger?.warn({ err: reason(err) }, 'fetching KV events failed; retrying');
+        } else {
+          this.logger?.debug({ err: reason(err) }, 'fetching KV events failed; retrying');
+        }
+        this.consumer = null;
+        if (isApiError(err, API_CONSUMER_NOT_FOUND) || /consumer (not found|deleted)/i.test(reason(err))) this.resetNeeded = true;
+        await sleep(backoff);
+        backoff = Math.min(backoff * 2, 2_000);
+      }
+    }
+    try {
+      await this.settle();
+    } catch (err) {
+      return this.fail(err);
+    }
+    this.pausedAck?.();
+    return null;
+  }
+
+  private fail(err: unknown): Error {
+    this.logger?.error({ err: reason(err), code: (err as { code?: unknown }).code }, 'indexer failed: the subscriber stops');
+    this.stopping = true;
+    void this.snapshots.stop();
+    this.pausedAck?.();
+    return err instanceof Error ? err : new Error(String(err));
+  }
+
+  private async fetchBatch(consumer: Consumer): Promise<void> {
+    const o = this.o;
+    const limit = this.avgMessageBytes > 0 ? Math.max(1, Math.min(o.batchMessages, Math.floor(o.batchBytes / this.avgMessageBytes))) : o.batchMessages;
+    const msgs = await consumer.fetch({ max_messages: limit, expires: o.fetchExpiresMs });
+    this.activeFetch = msgs;
+    let last: JsMsg | null = null;
+    let n = 0;
+    let bytes = 0;
+    try {
+      // The pull is read to its end even when resetting: a pull abandoned early keeps receiving
+      // deliveries into a dead inbox until it expires on the server (only `close()` abandons it).
+      for await (const m of msgs) {
+        n++;
+        bytes += m.data.length;
+        if (this.resetNeeded) continue;
+        if (this.accept(m)) last = m;
+        if (this.indexer.needsDrain) await this.indexer.drained();
+        // Caught up (the server has nothing more, and `getPending()` counts only this message):
+        // commit now rather than when the pull expires, so acks and `lastAppliedSeq` do not lag
+        // by up to `fetchExpiresMs`.
+        if (last !== null && m.info.pending === 0 && msgs.getPending() <= 1) {
+          await this.commit(last);
+          last = null;
+        }
+      }
+    } finally {
+      this.activeFetch = null;
+    }
+    if (n > 0) {
+      const avg = bytes / n;
+      this.avgMessageBytes = this.avgMessageBytes === 0 ? avg : 0.8 * this.avgMessageBytes + 0.2 * avg;
+    }
+    if (last !== null) await this.commit(last);
+  }
+
+  /**
+   * Starts committing what was handed to the indexer so far: once `indexer.flush()` says it is
+   * applied, ack through `last` and advance `lastAppliedSeq`. Resolves when the commit is
+   * started, after the previous one finished: one commit stays in flight while the next pull is
+   * fetched and parsed, so with shard threads the main thread does not idle while they apply
+   * (and they do not idle while it fetches). `settle()` waits for the one in flight.
+   */
+  private async commit(last: JsMsg): Promise<void> {
+    await this.settle();
+    const upTo = this.position.position;
+    const flushed = this.indexer.flush().then(async () => {
+      if (this.stopping) await last.ackAck({ timeout: 2_000 }).catch(() => false);
+      else last.ack();
+      this.appliedSeq = upTo;
+      if (this.waiters.length > 0) {
+        const ready = this.waiters.filter((w) => w.seq <= upTo);
+        this.waiters = this.waiters.filter((w) => w.seq > upTo);
+        for (const w of ready) w.resolve();
+      }
+    });
+    // Handled here so a failure is not reported as unhandled; settle() rethrows it.
+    flushed.catch(() => undefined);
+    this.inFlightCommit = flushed;
+  }
+
+  /** Waits for the commit in flight, if any; rethrows its failure (a failed indexer). */
+  private async settle(): Promise<void> {
+    const c = this.inFlightCommit;
+    if (c === null) return;
+    this.inFlightCommit = null;
+    await c;
+  }
+
+  /** Handles one delivery; true when it may be acked (everything but a lost-delivery signal). */
+  private accept(m: JsMsg): boolean {
+    this.counts.received++;
+    const info = m.info;
+    this.counts.pending = info.pending;
+    const seq = m.seq;
+    const d = this.position.classify(seq, info.deliverySequence);
+    if (d.kind === 'lost') {
+      this.logger?.warn(
+        { consumer: this.consumerName, expected: d.expected, got: info.deliverySequence, streamSeq: seq, resumeAfter: this.position.position },
+        'deliveries were lost in transit: recreating the consumer after the last applied sequence',
+      );
+      this.resetNeeded = true;
+      return false;
+    }
+    if (d.kind === 'duplicate') {
+      this.counts.duplicates++;
+      return true;
+    }
+    if (d.missedTo >= d.missedFrom) {
+      this.counts.missedSeqs += d.missedTo - d.missedFrom + 1;
+      this.logger?.warn({ from: d.missedFrom, to: d.missedTo }, 'stream sequences missing (purged or expired before this router read them)');
+    }
+    try {
+      if (this.o.parseInShards) this.indexer.applyEventJson(m.data);
+      else this.indexer.applyEvent(parseRouterEvent(m.data));
+    } catch (err) {
+      if (!(err instanceof EventParseError)) throw err;
+      this.counts.malformed++;
+      this.logger?.warn(
+        { streamSeq: seq, subject: m.subject, bytes: m.data.length, code: err.code, err: err.message },
+        'malformed KV event skipped',
+      );
+      return true;
+    }
+    this.counts.applied++;
+    return true;
+  }
+
+  /** A shard could not parse a message handed over with `parseInShards`: it changed nothing. */
+  private shardRejected(err: KvIndexError): void {
+    this.counts.applied--;
+    this.counts.malformed++;
+    // The rejected message was enqueued after the last commit and before now.
+    this.logger?.warn(
+      { streamSeqFrom: this.appliedSeq + 1, streamSeqTo: this.position.position, code: err.code, err: err.message },
+      'malformed KV event skipped (parsed in a shard thread)',
+    );
+  }
+
+  /** (Re)creates the durable consumer to deliver from right after the router's position. */
+  private async createConsumer(): Promise<void> {
+    const { stream } = this.names;
+    const name = this.consumerName;
+    const info = await ensureStream(this.jsm, this.names, this.o.streamMaxAgeS, this.logger ?? undefined);
+    if (info.state.last_seq < this.position.position) {
+      // Sequences only go back when the stream was deleted and created again.
+      this.logger?.warn(
+        { stream, lastSeq: info.state.last_seq, appliedSeq: this.position.position },
+        'the stream is behind this router (recreated?): consuming it from its start',
+      );
+      this.position.position = 0;
+      this.appliedSeq = 0;
+    }
+    const from = this.position.position + 1;
+    const { consumer, existed } = await createDurableConsumer(this.jsm, this.js, stream, name, from);
+    this.consumer = consumer;
+    this.position.consumerCreated();
+    if (this.resetNeeded || existed) {
+      this.counts.consumerResets++;
+      this.logger?.info({ consumer: name, fromSeq: from }, 'durable consumer recreated');
+    }
+    this.resetNeeded = false;
+  }
+}
+
+/** Errors that mean the indexer cannot take more events. */
+function isFatal(err: unknown): boolean {
+  return err instanceof KvIndexError && (err.code === ErrorCode.Closed || err.code === ErrorCode.ShardFailed);
+}

@@ -1,0 +1,149 @@
+/**
+ * `kvindex serve` as a process (the build in dist/, which `npm test` makes first): it logs a
+ * ready line, indexes what is published, answers findMatches over request/reply, and on SIGTERM
+ * acks what it applied and exits 0.
+ */
+
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { connect, type NatsConnection } from 'nats';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { computeBlockHashes, computeSequenceHashes } from '../src/hash/block-hash.js';
+import { kvNames } from '../src/nats/names.js';
+import { KvEventPublisher } from '../src/nats/publisher.js';
+import { requestFindMatches } from '../src/nats/query.js';
+import type { RouterEvent } from '../src/protocol/types.js';
+import { NATS_SKIP_MESSAGE, NatsServer, natsServerInstalled } from './support/nats-server.js';
+
+const installed = natsServerInstalled();
+if (!installed) console.warn(NATS_SKIP_MESSAGE);
+
+const MAIN = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
+
+interface LogLine {
+  level: number;
+  msg: string;
+  [key: string]: unknown;
+}
+
+/** A running `kvindex serve` whose stderr JSON lines are collected. */
+class ServeProcess {
+  readonly lines: LogLine[] = [];
+  readonly exited: Promise<number | null>;
+  private readonly proc: ChildProcess;
+  private readonly listeners: Array<() => void> = [];
+
+  constructor(args: string[]) {
+    if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run 'npm run build' first`);
+    this.proc = spawn(process.execPath, [MAIN, 'serve', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+    this.exited = new Promise((res) => this.proc.once('exit', (code) => res(code)));
+    createInterface({ input: this.proc.stderr! }).on('line', (text) => {
+      try {
+        this.lines.push(JSON.parse(text) as LogLine);
+      } catch {
+        this.lines.push({ level: 0, msg: text });
+      }
+      for (const l of this.listeners) l();
+    });
+  }
+
+  /** Resolves with the first log line whose msg is `msg`; rejects after 15 s or on exit. */
+  waitFor(msg: string): Promise<LogLine> {
+    return new Promise((resolve, reject) => {
+      const check = (): boolean => {
+        const hit = this.lines.find((l) => l.msg === msg);
+        if (hit !== undefined) resolve(hit);
+        return hit !== undefined;
+      };
+      if (check()) return;
+      const timer = setTimeout(() => reject(new Error(`no '${msg}' line within 15 s:\n${this.dump()}`)), 15_000);
+      this.listeners.push(() => {
+        if (check()) clearTimeout(timer);
+      });
+      void this.exited.then(() => {
+        if (!check()) reject(new Error(`exited before '${msg}':\n${this.dump()}`));
+      });
+    });
+  }
+
+  signal(sig: NodeJS.Signals): void {
+    this.proc.kill(sig);
+  }
+
+  dump(): string {
+    return this.lines.map((l) => JSON.stringify(l)).join('\n');
+  }
+}
+
+describe.skipIf(!installed)('kvindex serve', () => {
+  let server: NatsServer;
+  let nc: NatsConnection;
+
+  beforeAll(async () => {
+    server = await NatsServer.start();
+    nc = await connect({ servers: server.url });
+  });
+
+  afterAll(async () => {
+    await nc?.close();
+    await server?.stop();
+  });
+
+  it('serves lookups of published events and exits 0 on SIGTERM after acking them', async () => {
+    const serve = new ServeProcess([
+      '--nats', server.url, '--namespace', 'cli', '--component', 'backend', '--shards', '1', '--block-size', '4',
+      '--consumer', 'serve-test', '--keep-consumer',
+    ]);
+    try {
+      const ready = await serve.waitFor('kvindex serve ready');
+      const names = kvNames('cli', 'backend');
+      expect(ready).toMatchObject({ stream: names.stream, consumer: 'serve-test', querySubject: names.querySubject, restored: 'none' });
+      expect(serve.lines.some((l) => /no snapshot in the object store/.test(l.msg))).toBe(true);
+
+      const tokens = Array.from({ length: 12 }, (_, i) => 100 + i);
+      const local = computeBlockHashes(tokens, 4);
+      const seq = computeSequenceHashes(local);
+      const stored = (worker: bigint, n: number): RouterEvent => ({
+        workerId: worker,
+        event: { eventId: 0n, data: { type: 'stored', parentHash: null, blocks: Array.from(local.subarray(0, n), (tokensHash, i) => ({ blockHash: seq[i]!, tokensHash })) } },
+      });
+      const pub = await KvEventPublisher.connect({ namespace: 'cli', component: 'backend', connection: nc });
+      const { lastSeq } = await pub.publishAll([stored(7587889975016782855n, 3), stored(9007199254740993n, 1)]);
+
+      let reply = await requestFindMatches(nc, names.querySubject, { tokens });
+      for (let i = 0; i < 100 && (reply.streamSeq ?? 0) < lastSeq; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        reply = await requestFindMatches(nc, names.querySubject, { tokens });
+      }
+      expect(reply.streamSeq).toBe(lastSeq);
+      expect(new Map(reply.scores)).toEqual(new Map([[7587889975016782855n, 3], [9007199254740993n, 1]]));
+
+      serve.signal('SIGTERM');
+      expect(await serve.exited).toBe(0);
+      expect(serve.lines.find((l) => l.msg === 'kvindex serve stopped')).toMatchObject({ applied: 2, lastAppliedSeq: lastSeq });
+      const ci = await (await nc.jetstreamManager()).consumers.info(names.stream, 'serve-test');
+      expect(ci.ack_floor.stream_seq).toBe(lastSeq);
+    } finally {
+      serve.signal('SIGKILL');
+      await serve.exited;
+    }
+  });
+
+  it('prints its usage with --help and rejects a bad option with exit code 2', () => {
+    const help = spawnSync(process.execPath, [MAIN, 'serve', '--help'], { encoding: 'utf8' });
+    expect(help.status).toBe(0);
+    expect(help.stdout).toContain('--snapshot-threshold');
+    const bad = spawnSync(process.execPath, [MAIN, 'serve', '--shards', 'many'], { encoding: 'utf8' });
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toContain("--shards: expected an integer >= 0, got 'many'");
+  });
+
+  it('exits 1 with a KVX_NATS_UNREACHABLE log line when NATS is unreachable', async () => {
+    const serve = new ServeProcess(['--nats', 'nats://127.0.0.1:1', '--connect-timeout', '500', '--log-level', 'error']);
+    const line = await serve.waitFor('kvindex serve could not start');
+    expect(line).toMatchObject({ code: 'KVX_NATS_UNREACHABLE' });
+    expect(await serve.exited).toBe(1);
+  });
+});
