@@ -22,7 +22,7 @@ import { computeBlockHashes } from '../hash/block-hash.js';
 import { parseRouterEvent } from '../protocol/json-parse.js';
 import { decodeSnapshot } from '../protocol/snapshot-reader.js';
 import { mergeSnapshots, writeBincodeCount } from '../protocol/snapshot-merge.js';
-import type { OverlapScores, RouterEvent, SnapshotEncoding } from '../protocol/types.js';
+import { U64_MAX, type OverlapScores, type RouterEvent, type SnapshotEncoding } from '../protocol/types.js';
 import { assertRouterEvent } from '../protocol/validate.js';
 import { RadixTree } from '../tree/radix-tree.js';
 import { EventBatchWriter, emptyCounts, type StatusCounts } from './event-batch.js';
@@ -169,7 +169,10 @@ export class ShardedIndexer extends EventEmitter {
       this.counts[this.tree.applyEvent(event)]++; // validates the event itself
       return;
     }
-    assertRouterEvent(event);
+    // Validated by `push` below, which writes nothing for a malformed event; check the worker
+    // id first so a bad one is not assigned a shard.
+    const id = (event as { workerId?: unknown } | null)?.workerId;
+    if (typeof id !== 'bigint' || id < 0n || id > U64_MAX) assertRouterEvent(event);
     const shard = this.assign(event.workerId);
     if (this.jsonWriters[shard]!.events > 0) this.sendJson(shard); // keep the shard's order
     const w = this.writers[shard]!;
