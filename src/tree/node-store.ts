@@ -47,7 +47,8 @@ export class NodeStore {
   h0Lo: Uint32Array;
   h0Hi: Uint32Array;
   private nodeCap: number;
-  private nodeTop = 1; // ids below this have been handed out; 0 is the root
+  /** Ids below this have been handed out (live or free); 0 is the root. */
+  nodeTop = 1;
   private freeNode = NONE; // free list threaded through `parent`
   liveNodes = 1;
 
