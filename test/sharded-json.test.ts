@@ -60,16 +60,21 @@ describe('applyEventJson', () => {
   it('counts and reports a malformed event parsed in a shard, keeping everything else', async () => {
     const ix = await make(2);
     const reported: KvIndexError[] = [];
-    ix.on('malformed', (e: KvIndexError) => reported.push(e));
-    ix.applyEventJson(enc(formatRouterEvent(chain(W1, 3, 0n))));
-    ix.applyEventJson(enc(`{"worker_id":${W1},"event":{"event_id":1,"data":{"stored":{"parent_hash":null,"blocks":[{"block_hash":1`));
-    ix.applyEventJson(enc(`{"worker_id":${W1 + 1n},"event":{"event_id":1,"data":{"moved":{}}}}`));
+    const tags: (number | undefined)[] = [];
+    ix.on('malformed', (e: KvIndexError, tag?: number) => {
+      reported.push(e);
+      tags.push(tag);
+    });
+    ix.applyEventJson(enc(formatRouterEvent(chain(W1, 3, 0n))), 1);
+    ix.applyEventJson(enc(`{"worker_id":${W1},"event":{"event_id":1,"data":{"stored":{"parent_hash":null,"blocks":[{"block_hash":1`), 2);
+    ix.applyEventJson(enc(`{"worker_id":${W1 + 1n},"event":{"event_id":1,"data":{"moved":{}}}}`), 3);
     ix.applyEventJson(enc(formatRouterEvent(chain(W1 + 1n, 2, 1n))));
     await ix.flush();
     const stats = await ix.stats();
     expect(stats.reduce((n, s) => n + s.malformed, 0)).toBe(2);
     expect(stats.reduce((n, s) => n + s.events.ok, 0)).toBe(2);
     expect(reported.map((e) => e.code).sort()).toEqual([ErrorCode.InvalidJson, ErrorCode.UnknownVariant].sort());
+    expect(tags.sort()).toEqual([2, 3]);
     const { scores } = await ix.findMatches(toks(3));
     expect(scores.get(W1)).toBe(3);
     expect(scores.get(W1 + 1n)).toBe(2);

@@ -74,7 +74,7 @@ export class KvEventSubscriber {
   private loopDone: Promise<Error | null> = Promise.resolve(null);
   private waiters: Array<{ seq: number; resolve: () => void; reject: (err: Error) => void }> = [];
   private failingSince = 0;
-  private readonly onShardMalformed: ((err: KvIndexError) => void) | null;
+  private readonly onShardMalformed: ((err: KvIndexError, streamSeq?: number) => void) | null;
   private status: AsyncIterable<Status> | null = null;
   private readonly counts = { received: 0, applied: 0, malformed: 0, duplicates: 0, missedSeqs: 0, consumerResets: 0, pending: 0 };
 
@@ -106,7 +106,7 @@ export class KvEventSubscriber {
       o.encoding,
       () => this.position.position,
     );
-    this.onShardMalformed = o.parseInShards ? (err) => this.shardRejected(err) : null;
+    this.onShardMalformed = o.parseInShards ? (err, streamSeq) => this.shardRejected(err, streamSeq) : null;
     if (this.onShardMalformed !== null) opts.indexer.on('malformed', this.onShardMalformed);
   }
 
@@ -426,7 +426,7 @@ export class KvEventSubscriber {
       this.logger?.warn({ from: d.missedFrom, to: d.missedTo }, 'stream sequences missing (purged or expired before this router read them)');
     }
     try {
-      if (this.o.parseInShards) this.indexer.applyEventJson(m.data);
+      if (this.o.parseInShards) this.indexer.applyEventJson(m.data, seq);
       else this.indexer.applyEvent(parseRouterEvent(m.data));
     } catch (err) {
       if (!(err instanceof EventParseError)) throw err;
@@ -442,14 +442,10 @@ export class KvEventSubscriber {
   }
 
   /** A shard could not parse a message handed over with `parseInShards`: it changed nothing. */
-  private shardRejected(err: KvIndexError): void {
+  private shardRejected(err: KvIndexError, streamSeq?: number): void {
     this.counts.applied--;
     this.counts.malformed++;
-    // The rejected message was enqueued after the last commit and before now.
-    this.logger?.warn(
-      { streamSeqFrom: this.appliedSeq + 1, streamSeqTo: this.position.position, code: err.code, err: err.message },
-      'malformed KV event skipped (parsed in a shard thread)',
-    );
+    this.logger?.warn({ streamSeq, code: err.code, err: err.message }, 'malformed KV event skipped (parsed in a shard thread)');
   }
 
   /** (Re)creates the durable consumer to deliver from right after the router's position. */

@@ -40,6 +40,7 @@ export class JsonBatchWriter {
   private buf = new Uint8Array(256 * 1024);
   private pos = 0;
   private ends: number[] = [];
+  private tags: number[] = [];
 
   get events(): number {
     return this.ends.length;
@@ -49,7 +50,8 @@ export class JsonBatchWriter {
     return this.pos;
   }
 
-  push(text: Uint8Array): void {
+  /** Appends one event's text; `tag` (e.g. a stream sequence) comes back with a rejection. */
+  push(text: Uint8Array, tag: number): void {
     if (this.pos + text.length > this.buf.length) {
       let cap = this.buf.length * 2;
       while (cap < this.pos + text.length) cap *= 2;
@@ -60,13 +62,15 @@ export class JsonBatchWriter {
     this.buf.set(text, this.pos);
     this.pos += text.length;
     this.ends.push(this.pos);
+    this.tags.push(tag);
   }
 
-  take(): { bytes: Uint8Array; ends: Uint32Array } {
-    const out = { bytes: this.buf.subarray(0, this.pos), ends: Uint32Array.from(this.ends) };
+  take(): { bytes: Uint8Array; ends: Uint32Array; tags: Float64Array } {
+    const out = { bytes: this.buf.subarray(0, this.pos), ends: Uint32Array.from(this.ends), tags: Float64Array.from(this.tags) };
     this.buf = new Uint8Array(Math.max(256 * 1024, Math.min(this.pos, 8 << 20)));
     this.pos = 0;
     this.ends = [];
+    this.tags = [];
     return out;
   }
 }

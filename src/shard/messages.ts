@@ -27,8 +27,11 @@ export type ShardRequest =
 
 export type ToShard =
   | { t: 'events'; words: Uint32Array }
-  /** Raw serde-JSON events, parsed in the shard: `ends[i]` is where event i ends in `bytes`. */
-  | { t: 'json'; bytes: Uint8Array; ends: Uint32Array }
+  /**
+   * Raw serde-JSON events, parsed in the shard: `ends[i]` is where event i ends in `bytes`,
+   * `tags[i]` the caller's tag for it (-1: none), returned with a rejection.
+   */
+  | { t: 'json'; bytes: Uint8Array; ends: Uint32Array; tags: Float64Array }
   | ({ t: 'req'; id: number } & ShardRequest);
 
 export interface ShardStats {
@@ -58,9 +61,16 @@ export interface DumpPrepared {
   events: number;
 }
 
+/** A JSON event a shard could not parse, with the tag its caller gave it (-1: none). */
+export interface Rejected {
+  code: string;
+  message: string;
+  tag: number;
+}
+
 export type FromShard =
   /** A batch was applied; `rejected` lists the JSON events it could not parse (first few). */
-  | { t: 'ack'; events: number; malformed: number; rejected: { code: string; message: string }[] }
+  | { t: 'ack'; events: number; malformed: number; rejected: Rejected[] }
   | { t: 'res'; id: number; value: unknown }
   | { t: 'err'; id: number; code: string; message: string }
   /** The shard can no longer be trusted (a batch failed to apply): everything fails from now. */

@@ -8,7 +8,7 @@ import { createSnapshotWriter, type SnapshotWriter } from '../protocol/snapshot-
 import { RadixTree } from '../tree/radix-tree.js';
 import { applyBatch, emptyCounts, type StatusCounts } from './event-batch.js';
 import { forEachJsonEvent } from './json-batch.js';
-import type { DumpPrepared, FindReply, FromShard, ShardInit, ShardRequest, ShardStats, ToShard } from './messages.js';
+import type { DumpPrepared, FindReply, FromShard, Rejected, ShardInit, ShardRequest, ShardStats, ToShard } from './messages.js';
 
 export type Post = (msg: FromShard, transfer?: ArrayBuffer[]) => void;
 
@@ -44,7 +44,7 @@ export class ShardCore {
       return;
     }
     if (msg.t === 'json') {
-      this.applyJson(msg.bytes, msg.ends);
+      this.applyJson(msg.bytes, msg.ends, msg.tags);
       return;
     }
     try {
@@ -56,9 +56,9 @@ export class ShardCore {
     }
   }
 
-  /** Parses and applies raw JSON events; malformed ones are counted and reported, not fatal. */
-  private applyJson(bytes: Uint8Array, ends: Uint32Array): void {
-    const rejected: { code: string; message: string }[] = [];
+  /** Parses and applies raw JSON events; malformed ones are counted and each reported, not fatal. */
+  private applyJson(bytes: Uint8Array, ends: Uint32Array, tags: Float64Array): void {
+    const rejected: Rejected[] = [];
     let malformed = 0;
     try {
       forEachJsonEvent(
@@ -66,10 +66,8 @@ export class ShardCore {
         (ev) => this.counts[this.tree.applyEvent(ev)]++,
         (err, index) => {
           malformed++;
-          if (rejected.length < 16) {
-            const e = err instanceof KvIndexError ? err : new KvIndexError(ErrorCode.InvalidJson, String(err));
-            rejected.push({ code: e.code, message: `shard ${this.init.shard}, event ${index} of a JSON batch: ${e.message}` });
-          }
+          const e = err instanceof KvIndexError ? err : new KvIndexError(ErrorCode.InvalidJson, String(err));
+          rejected.push({ code: e.code, message: `shard ${this.init.shard}, event ${index} of a JSON batch: ${e.message}`, tag: tags[index] ?? -1 });
         },
       );
     } catch (err) {

@@ -26,7 +26,7 @@ import { U64_MAX, type OverlapScores, type RouterEvent, type SnapshotEncoding } 
 import { assertRouterEvent } from '../protocol/validate.js';
 import { RadixTree } from '../tree/radix-tree.js';
 import { EventBatchWriter, emptyCounts, type StatusCounts } from './event-batch.js';
-import type { DumpPrepared, FindReply, ShardStats } from './messages.js';
+import type { DumpPrepared, FindReply, Rejected, ShardStats } from './messages.js';
 import { JsonBatchWriter, peekWorkerId } from './json-batch.js';
 import { ThreadShard } from './thread-shard.js';
 
@@ -187,11 +187,12 @@ export class ShardedIndexer extends EventEmitter {
    * Enqueues one event given as Dynamo serde JSON (a NATS message, a file line). With shard
    * threads only the leading worker id is read here and the shard parses the rest, in
    * parallel: a malformed event then changes nothing, is counted in `stats()[i].malformed` and
-   * is reported through the `'malformed'` event with its `EventParseError`. Text that does not
+   * is reported through the `'malformed'` event as `(error: KvIndexError, tag?: number)`, with
+   * the `tag` given here (a NATS stream sequence, a line number). Text that does not
    * start with `{"worker_id":N` is parsed here, and with `shards: 0` everything is: malformed
    * input then throws `EventParseError` synchronously.
    */
-  applyEventJson(text: Uint8Array): void {
+  applyEventJson(text: Uint8Array, tag?: number): void {
     this.check();
     const worker = this.tree === null ? peekWorkerId(text) : null;
     if (worker === null) {
@@ -201,7 +202,7 @@ export class ShardedIndexer extends EventEmitter {
     const shard = this.assign(worker);
     if (this.writers[shard]!.events > 0) this.send(shard); // keep the shard's order
     const jw = this.jsonWriters[shard]!;
-    jw.push(text);
+    jw.push(text, tag ?? -1);
     this.queued++;
     if (jw.bytes >= this.batchWords * 4) this.sendJson(shard);
     else this.scheduleFlush();
@@ -414,10 +415,10 @@ export class ShardedIndexer extends EventEmitter {
     const jw = this.jsonWriters[shard]!;
     const events = jw.events;
     if (events === 0) return;
-    const { bytes, ends } = jw.take();
+    const { bytes, ends, tags } = jw.take();
     this.queued -= events;
     this.inFlight += events;
-    this.threads[shard]!.sendJson(bytes, ends);
+    this.threads[shard]!.sendJson(bytes, ends, tags);
   }
 
   private send(shard: number): void {
@@ -430,11 +431,13 @@ export class ShardedIndexer extends EventEmitter {
     this.threads[shard]!.sendEvents(words);
   }
 
-  private onAck(events: number, rejected: KvIndexError[]): void {
+  private onAck(events: number, rejected: Rejected[]): void {
     this.inFlight -= events;
-    for (const err of rejected) {
-      this.logger?.warn({ code: err.code }, err.message);
-      if (this.listenerCount('malformed') > 0) this.emit('malformed', err);
+    for (const r of rejected) {
+      const err = KvIndexError.fromData(r);
+      const tag = r.tag >= 0 ? r.tag : undefined;
+      this.logger?.warn({ code: err.code, tag }, err.message);
+      if (this.listenerCount('malformed') > 0) this.emit('malformed', err, tag);
     }
     if (this.draining && this.queued + this.inFlight <= this.highWater / 2) {
       this.draining = false;

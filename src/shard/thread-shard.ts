@@ -8,7 +8,7 @@
 import { MessageChannel } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import { ErrorCode, KvIndexError } from '../errors.js';
-import type { FromShard, ShardInit, ShardRequest, ToShard } from './messages.js';
+import type { FromShard, Rejected, ShardInit, ShardRequest, ToShard } from './messages.js';
 
 interface Pending {
   resolve: (value: unknown) => void;
@@ -27,7 +27,7 @@ export class ThreadShard {
   private constructor(
     readonly index: number,
     filename: string,
-    private readonly onAck: (events: number, rejected: KvIndexError[]) => void,
+    private readonly onAck: (events: number, rejected: Rejected[]) => void,
     private readonly onFail: (err: KvIndexError) => void,
   ) {
     // One thread, never recycled: the tree lives in it. atomics 'disabled' keeps the thread's
@@ -40,7 +40,7 @@ export class ThreadShard {
 
   static async start(
     index: number, filename: string, init: ShardInit,
-    onAck: (events: number, rejected: KvIndexError[]) => void, onFail: (err: KvIndexError) => void,
+    onAck: (events: number, rejected: Rejected[]) => void, onFail: (err: KvIndexError) => void,
   ): Promise<ThreadShard> {
     const shard = new ThreadShard(index, filename, onAck, onFail);
     const port = shard.channel.port2;
@@ -65,10 +65,10 @@ export class ThreadShard {
   }
 
   /** Sends a batch of raw JSON events, parsed by the shard; buffers are transferred. */
-  sendJson(bytes: Uint8Array, ends: Uint32Array): void {
+  sendJson(bytes: Uint8Array, ends: Uint32Array, tags: Float64Array): void {
     if (this.failure !== null) throw this.failure;
-    const msg: ToShard = { t: 'json', bytes, ends };
-    this.channel.port1.postMessage(msg, [bytes.buffer as ArrayBuffer, ends.buffer as ArrayBuffer]);
+    const msg: ToShard = { t: 'json', bytes, ends, tags };
+    this.channel.port1.postMessage(msg, [bytes.buffer as ArrayBuffer, ends.buffer as ArrayBuffer, tags.buffer as ArrayBuffer]);
   }
 
   request<T>(req: ShardRequest, transfer: ArrayBuffer[] = []): Promise<T> {
@@ -89,7 +89,7 @@ export class ThreadShard {
   private receive(msg: FromShard): void {
     switch (msg.t) {
       case 'ack':
-        this.onAck(msg.events, msg.rejected.map((r) => KvIndexError.fromData(r)));
+        this.onAck(msg.events, msg.rejected);
         return;
       case 'res': {
         const p = this.pending.get(msg.id);
