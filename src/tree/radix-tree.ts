@@ -138,8 +138,7 @@ export class RadixTree {
       const bHi = words[k + 1]!;
       const tLo = words[k + 2]!;
       const tHi = words[k + 3]!;
-      let child = cur < 0 ? NONE : nodes.firstChild[cur]!;
-      if (child !== NONE && (nodes.tokLo[child] !== tLo || nodes.tokHi[child] !== tHi)) child = this.edges.find(cur, tLo, tHi);
+      const child = cur < 0 ? NONE : this.childOf(cur, tLo, tHi);
       if (table0 !== null) {
         const held = table0.find(bLo, bHi);
         if (held !== null && (held >= 0 ? held : nodes.pNode[~held]!) !== child) return INVALID;
@@ -205,11 +204,7 @@ export class RadixTree {
   /** findMatches on raw words: `n` hashes at `words[off + 2i ..]` as (lo, hi). */
   findMatchesWords(words: Uint32Array, off: number, n: number, earlyExit = false): OverlapScores {
     const nodes = this.nodes;
-    const edges = this.edges;
     const w0 = nodes.w0;
-    const firstChild = nodes.firstChild;
-    const tokLo = nodes.tokLo;
-    const tokHi = nodes.tokHi;
     const pWorker = nodes.pWorker;
     const pNext = nodes.pNext;
     const score = this.scoreBySlot;
@@ -221,10 +216,7 @@ export class RadixTree {
     for (let i = 0; i < n; i++) {
       const lo = words[off + 2 * i]!;
       const hi = words[off + 2 * i + 1]!;
-      // Most nodes have one child: compare the first child before probing the edge table
-      // (lookup p99 on the conversation tree measured 22 -> 14 us).
-      let child = firstChild[cur]!;
-      if (child === NONE || tokLo[child] !== lo || tokHi[child] !== hi) child = edges.find(cur, lo, hi);
+      const child = this.childOf(cur, lo, hi);
       if (child < 0) break;
       const s = w0[child]!;
       const single = s >= 0;
@@ -332,6 +324,16 @@ export class RadixTree {
   }
 
   // ---- internals ----
+
+  /** The child of `cur` keyed by the tokens hash, or -1. */
+  private childOf(cur: number, lo: number, hi: number): number {
+    // Most nodes have one child: compare the first child before probing the edge table
+    // (lookup p99 on the conversation tree measured 22 -> 14 us).
+    const nodes = this.nodes;
+    const c = nodes.firstChild[cur]!;
+    if (c !== NONE && nodes.tokLo[c] === lo && nodes.tokHi[c] === hi) return c;
+    return c === NONE ? NONE : this.edges.find(cur, lo, hi);
+  }
 
   private addWorker(workerId: bigint): WorkerSlot {
     const slot = (this.freeSlots.pop() ?? this.slotIds.length) as WorkerSlot;
