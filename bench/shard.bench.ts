@@ -175,8 +175,13 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const latRows: SuiteResult['rows'] = [];
   for (const shards of SHARD_COUNTS) {
     const { ix } = await replay(conv, shards);
-    const channels: Array<[string, (s: BigUint64Array) => Promise<unknown>]> = [['port', (s) => ix.findMatches(s)]];
-    if (shards > 0) channels.push(['piscina task', (s) => ix.findMatchesViaTasks(s)]);
+    const channels: Array<[string, (s: BigUint64Array) => Promise<unknown>]> = [
+      [shards > 0 ? 'port request, shared-memory replies (product)' : 'in-thread', (s) => ix.findMatches(s)],
+    ];
+    if (shards > 0) {
+      channels.push(['port request, port replies', (s) => ix.findMatchesViaPorts(s)]);
+      channels.push(['piscina task per shard', (s) => ix.findMatchesViaTasks(s)]);
+    }
     for (const [channel, find] of channels) {
       const lat = await latencies(seqs, find, n);
       latRows.push({ shards, channel, lookups: n, 'p50 us': r1(percentile(lat, 50)), 'p99 us': r1(percentile(lat, 99)), 'max us': r1(lat[lat.length - 1]!) });

@@ -57,6 +57,37 @@ describe('ShardedIndexer ordering', () => {
   });
 });
 
+describe('ShardedIndexer lookup replies', () => {
+  it('merges replies too large for the shared reply board through the ports', async () => {
+    const ix = await make(2);
+    const many = 700; // 350 workers per shard: more than a reply-board region holds
+    for (let w = 0n; w < BigInt(many); w++) ix.applyEvent(chain(W1 + w, 1 + Number(w % 3n), w));
+    const { scores } = await ix.findMatches(toks(3));
+    expect(scores.size).toBe(many);
+    expect(scores.get(W1 + 2n)).toBe(3);
+    expect(scores.get(W1 + 3n)).toBe(1);
+  });
+
+  it('carries the frequency trail through the reply board, summed over shards', async () => {
+    const ix = await make(2, { expirationMs: 60_000 });
+    const base = await ShardedIndexer.create({ shards: 0, blockSize: 4, expirationMs: 60_000 });
+    open.push(base);
+    for (const e of [chain(W1, 3), chain(W2, 2, 1n)]) {
+      ix.applyEvent(e);
+      base.applyEvent(e);
+    }
+    await ix.findMatches(toks(3));
+    await base.findMatches(toks(3));
+    const a = await ix.findMatches(toks(3));
+    const b = await base.findMatches(toks(3));
+    // One earlier use of every visited node: one tree has 3 such nodes; the shards have
+    // W1's 3-node path and W2's 2-node path, summed element-wise as Dynamo's sharded indexer.
+    expect(b.frequencies).toEqual([1, 1, 1]);
+    expect(a.frequencies).toEqual([2, 2, 1]);
+    expect(a.scores).toEqual(b.scores);
+  });
+});
+
 describe('ShardedIndexer worker assignment', () => {
   it('puts a new worker on the shard with the fewest workers and moves a returning one', async () => {
     const ix = await make(2);

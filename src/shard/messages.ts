@@ -5,16 +5,21 @@
  */
 import type { SnapshotEncoding } from '../protocol/types.js';
 import type { StatusCounts } from './event-batch.js';
+import type { ReplyBoardShape } from './reply-board.js';
 
 export interface ShardInit {
   shard: number;
   expirationMs: number | null;
   /** Test-only: the shard throws while applying an event of this worker (crash tests). */
   failOnWorker: string | null;
+  /** Shared memory for lookup replies (reply-board.ts). */
+  board: ReplyBoardShape;
 }
 
 export type ShardRequest =
   | { op: 'find'; words: Uint32Array; n: number; earlyExit: boolean }
+  /** Like `find`, but the reply goes into slot `slot` of the reply board, not the port. */
+  | { op: 'findShared'; words: Uint32Array; n: number; earlyExit: boolean; slot: number }
   | { op: 'dump'; encoding: SnapshotEncoding }
   /** Dump into the shard's reusable buffer; replies `DumpPrepared`. */
   | { op: 'dumpPrepare'; encoding: 'bincode' | 'bincode-dp' }

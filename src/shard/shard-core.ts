@@ -8,6 +8,7 @@ import { createSnapshotWriter, type SnapshotWriter } from '../protocol/snapshot-
 import { RadixTree } from '../tree/radix-tree.js';
 import { applyBatch, emptyCounts, type StatusCounts } from './event-batch.js';
 import { forEachJsonEvent } from './json-batch.js';
+import { ReplyWriter } from './reply-board.js';
 import type { DumpPrepared, FindReply, FromShard, Rejected, ShardInit, ShardRequest, ShardStats, ToShard } from './messages.js';
 
 export type Post = (msg: FromShard, transfer?: ArrayBuffer[]) => void;
@@ -23,9 +24,11 @@ export class ShardCore {
   private writerPairs = -1;
   private prepared: Uint8Array | null = null;
   private preparedDp = false;
+  private readonly replies: ReplyWriter;
 
   constructor(private readonly init: ShardInit, private readonly post: Post, private readonly exit: () => void) {
     this.tree = new RadixTree(init.expirationMs === null ? {} : { expirationMs: init.expirationMs });
+    this.replies = new ReplyWriter(init.board, init.shard);
   }
 
   handle(msg: ToShard): void {
@@ -45,6 +48,17 @@ export class ShardCore {
     }
     if (msg.t === 'json') {
       this.applyJson(msg.bytes, msg.ends, msg.tags);
+      return;
+    }
+    if (msg.op === 'findShared') {
+      let scores: Map<bigint, number> | null = null;
+      let frequencies: number[] = [];
+      try {
+        ({ scores, frequencies } = this.tree.findMatchesWords(msg.words, 0, msg.n, msg.earlyExit));
+      } catch {
+        scores = null; // written as an error status: the waiting lookup fails naming this shard
+      }
+      this.replies.write(msg.slot, scores, frequencies);
       return;
     }
     try {
@@ -99,6 +113,8 @@ export class ShardCore {
         const reply: FindReply = { triples, frequencies };
         return [reply, [triples.buffer as ArrayBuffer]];
       }
+      case 'findShared':
+        throw new KvIndexError(ErrorCode.InvalidOption, 'findShared is answered through the reply board');
       case 'dump': {
         const bytes = this.tree.dumpSnapshot(req.encoding);
         return [bytes, [bytes.buffer as ArrayBuffer]];

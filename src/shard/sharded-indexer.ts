@@ -28,6 +28,7 @@ import { RadixTree } from '../tree/radix-tree.js';
 import { EventBatchWriter, emptyCounts, type StatusCounts } from './event-batch.js';
 import type { DumpPrepared, FindReply, Rejected, ShardStats } from './messages.js';
 import { JsonBatchWriter, peekWorkerId } from './json-batch.js';
+import { ReplyBoard } from './reply-board.js';
 import { ThreadShard } from './thread-shard.js';
 
 export interface ShardedIndexerOptions {
@@ -92,6 +93,8 @@ export class ShardedIndexer extends EventEmitter {
   private readonly jsonWriters: JsonBatchWriter[] = [];
   private readonly shardOf = new Map<bigint, number>();
   private readonly workersPerShard: number[] = [];
+  private readonly board: ReplyBoard | null;
+  private readonly frequencyTrail: boolean;
   private flushScheduled = false;
   private dumpChain: Promise<void> = Promise.resolve();
   private queued = 0;
@@ -109,6 +112,8 @@ export class ShardedIndexer extends EventEmitter {
     this.batchWords = options.batchWords ?? 64 * 1024;
     const treeOptions = options.expirationMs === undefined ? {} : { expirationMs: options.expirationMs };
     this.tree = options.shards === 0 ? new RadixTree(treeOptions) : null;
+    this.board = options.shards === 0 ? null : new ReplyBoard(options.shards);
+    this.frequencyTrail = options.expirationMs !== undefined;
   }
 
   /** Validates the options and starts the shard threads. */
@@ -125,6 +130,7 @@ export class ShardedIndexer extends EventEmitter {
               shard: i,
               expirationMs: options.expirationMs ?? null,
               failOnWorker: options.testFailOnWorker === undefined ? null : options.testFailOnWorker.toString(),
+              board: ix.board!.shape,
             },
             (events, rejected) => ix.onAck(events, rejected),
             (err) => ix.onShardFailed(err),
@@ -236,9 +242,29 @@ export class ShardedIndexer extends EventEmitter {
     const seq = hashes instanceof BigUint64Array ? hashes : toU64Array(hashes);
     const words = new Uint32Array(seq.buffer, seq.byteOffset, seq.length * 2);
     this.flushAll();
-    const replies = await Promise.all(
-      this.threads.map((t) => t.request<FindReply>({ op: 'find', words, n: seq.length, earlyExit: false })),
-    );
+    const board = this.board!;
+    const most = Math.max(...this.workersPerShard);
+    const slot = board.fits(most, this.frequencyTrail ? seq.length : 0) ? board.take() : -1;
+    if (slot >= 0) {
+      try {
+        for (const t of this.threads) t.notify({ op: 'findShared', words, n: seq.length, earlyExit: false, slot });
+        await board.wait(slot, () => this.failure !== null || this.closed);
+        this.check();
+        const replies = board.read(slot);
+        if (typeof replies === 'number') {
+          throw new KvIndexError(ErrorCode.ShardFailed, `shard ${replies}: lookup failed`);
+        }
+        return mergeScores(replies);
+      } finally {
+        board.release(slot);
+      }
+    }
+    return this.findViaPorts(words, seq.length);
+  }
+
+  /** Lookup with one port reply per shard: when the reply board cannot take it. */
+  private async findViaPorts(words: Uint32Array, n: number): Promise<OverlapScores> {
+    const replies = await Promise.all(this.threads.map((t) => t.request<FindReply>({ op: 'find', words, n, earlyExit: false })));
     return mergeScores(replies);
   }
 
@@ -351,8 +377,16 @@ export class ShardedIndexer extends EventEmitter {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.board?.wakeAll();
     await Promise.all(this.threads.map((t) => t.close()));
     this.logger?.debug('indexer closed');
+  }
+
+  /** @internal Benchmark only: findMatches with port replies instead of the reply board. */
+  findMatchesViaPorts(seq: BigUint64Array): Promise<OverlapScores> {
+    this.check();
+    this.flushAll();
+    return this.findViaPorts(new Uint32Array(seq.buffer, seq.byteOffset, seq.length * 2), seq.length);
   }
 
   /**
@@ -447,6 +481,7 @@ export class ShardedIndexer extends EventEmitter {
 
   private onShardFailed(err: KvIndexError): void {
     if (this.failure === null) this.failure = err;
+    this.board?.wakeAll();
     this.logger?.error({ code: err.code }, err.message);
     this.emit('shardFailed', err);
   }

@@ -71,6 +71,13 @@ export class ThreadShard {
     this.channel.port1.postMessage(msg, [bytes.buffer as ArrayBuffer, ends.buffer as ArrayBuffer, tags.buffer as ArrayBuffer]);
   }
 
+  /** Sends a request whose answer does not come back over the port (`findShared`). */
+  notify(req: ShardRequest): void {
+    if (this.failure !== null) throw this.failure;
+    const msg: ToShard = { t: 'req', id: 0, ...req };
+    this.channel.port1.postMessage(msg);
+  }
+
   request<T>(req: ShardRequest, transfer: ArrayBuffer[] = []): Promise<T> {
     if (this.failure !== null) return Promise.reject(this.failure);
     const id = this.nextId++;
