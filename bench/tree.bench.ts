@@ -69,9 +69,9 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   // 2. Lookup latency on the final conversation tree.
   const conv = loaded[0]!;
   const ours = new RadixTree();
-  const ref = new MapRadixTree();
+  const refTree = new MapRadixTree();
   replay(ours, conv);
-  replay(ref, conv);
+  replay(refTree, conv);
   const seqs = conv.ops.flatMap((o) => (o.kind === 'match' ? [o.seq] : []));
   let i = 0;
   let j = 0;
@@ -80,7 +80,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     ours.findMatches(seqs[i++ % seqs.length]!);
   });
   lookup.add('findMatches MapRadixTree (reference)', () => {
-    ref.findMatches(seqs[j++ % seqs.length]!);
+    refTree.findMatches(seqs[j++ % seqs.length]!);
   });
   lookup.runSync();
   const lookupRows = lookup.tasks.map((t) => {
@@ -101,7 +101,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   replay(memTree, conv);
   const ourBytes = usedBytes() - before;
   const before2 = usedBytes();
-  const memRef = new MapRadixTree();
+  let memRef: MapRadixTree | null = new MapRadixTree();
   replay(memRef, conv);
   const refBytes = usedBytes() - before2;
   const memRows = [
@@ -114,6 +114,11 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   // 4. Dump of about a million pairs.
   const copies = Math.max(1, Math.round((opts.quick ? 262_144 : 1_048_576) / Math.max(1, ours.size)));
   const events = replicatedEvents(ours, copies);
+  // Drop what the dump does not need (the loaded workloads are ~200 MB of heap objects), so a
+  // GC that a snapshot's allocation triggers costs what it would in a router, for both trees.
+  for (const w of loaded) w.ops.length = 0;
+  seqs.length = 0;
+  memRef = null;
   // Each tree is measured while it is the only big one alive: a Map-based tree of a million
   // pairs is ~500 MB of heap, and its garbage collections would otherwise land in our timings
   // (an allocation of snapshot bytes can trigger a full GC of whatever heap is there).

@@ -122,7 +122,7 @@ export class ShardCore {
       case 'dumpPrepare': {
         const pairs = this.tree.size;
         if (this.writer === null || this.writer.encoding !== req.encoding || pairs > this.writerPairs) {
-          this.writer = createSnapshotWriter(req.encoding, 64 + pairs * 20); // see RadixTree.dumpSnapshot
+          this.writer = createSnapshotWriter(req.encoding, 64 + pairs * 57); // worst case: see RadixTree.dumpSnapshot
           this.writerPairs = pairs;
         }
         this.tree.dumpTo(this.writer);

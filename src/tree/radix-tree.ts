@@ -308,13 +308,14 @@ export class RadixTree {
 
   /** The same dump written straight into snapshot bytes (no event objects). */
   dumpSnapshot(encoding: SnapshotEncoding = 'bincode'): Uint8Array {
-    // Size the buffer for a chained dump (16 bytes a block plus 37 an event in bincode, ~70 a
-    // block in JSON lines) with some slack; a dump of many short chains grows it once. Sizing
-    // for the worst case (53 bytes a pair) allocated 60 MB for a million pairs, and that much
-    // external memory at once triggered a full GC of the caller's heap: 843 ms against 171 ms for
-    // the first dump of a million pairs beside 3M live objects. The writer is private to this
-    // call, so its buffer is handed out without the copy of `finish()`.
-    const perPair = encoding === 'jsonl' ? 80 : 20;
+    // Size the buffer for the worst case (every pair its own event: 53 bytes in bincode; JSON
+    // lines grows past 80 only for dumps of very short chains): pages never written are never
+    // faulted in, while regrowing copies into fresh memory, which costs ~3 ms per MB of page
+    // faults on the 2-core dev VM. A tighter 20 bytes a pair looked faster on a million pairs,
+    // but only because allocations under glibc's 32 MB mmap threshold reuse the freed buffer of
+    // the previous dump; past it the time jumped 3.5x from 1M to 2M pairs (bench/snapshot-scaling).
+    // The writer is private to this call, so its buffer is handed out without `finish()`'s copy.
+    const perPair = encoding === 'jsonl' ? 80 : 57;
     const writer = createSnapshotWriter(encoding, 64 + this.pairs * perPair);
     this.dumpTo(writer);
     return writer.finishShared();
