@@ -109,7 +109,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const rows: SuiteResult['rows'] = [];
   const sections: string[] = [];
   const maxLines = opts.quick ? 10_000 : Infinity;
-  const reps = opts.quick ? 1 : 3;
+  const reps = opts.quick ? 1 : 5; // the 2-core VM is noisy: 3 runs left medians 20 % apart between runs
   const loaded: LoadedWorkload[] = [];
   for (const name of ['conversation', 'synthetic']) {
     const p = workloadPath(opts.shared, name);

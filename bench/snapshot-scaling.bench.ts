@@ -87,7 +87,7 @@ function timeDump(tree: RadixTree): number {
 }
 
 export async function run(opts: SuiteOptions): Promise<SuiteResult> {
-  const rounds = opts.quick ? 5 : 9;
+  const rounds = opts.quick ? 5 : 15;
   // The baseline costs ~30 ns x pairs x blocks per worker / 2 here (~8 s at 0.26 M pairs on
   // this machine), so quick mode measures it on a 2-replica tree (65,536 pairs) that is not
   // part of the scaling series, and full mode on the two smallest sizes of the series.
