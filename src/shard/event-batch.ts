@@ -11,6 +11,7 @@
 import { ErrorCode, KvIndexError } from '../errors.js';
 import { U64_MAX, type ApplyStatus, type RouterEvent } from '../protocol/types.js';
 import { assertRouterEvent } from '../protocol/validate.js';
+import { u64FromHalves } from '../protocol/u64-text.js';
 import type { RadixTree } from '../tree/radix-tree.js';
 
 export const REC_STORED = 0;
@@ -153,7 +154,8 @@ export function emptyCounts(): StatusCounts {
   return { ok: 0, parent_block_not_found: 0, block_not_found: 0, invalid_block_sequence: 0 };
 }
 
-const u64 = (lo: number, hi: number): bigint => (BigInt(hi) << 32n) | BigInt(lo);
+/** The u64 of (lo, hi) halves (the shared typed-array split of u64-text.ts: ~7 ns, no shifts). */
+const u64 = (lo: number, hi: number): bigint => u64FromHalves(hi, lo);
 
 /**
  * Applies every record of a batch to the tree, counting statuses. Throws `KvIndexError` on a

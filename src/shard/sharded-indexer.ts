@@ -20,6 +20,7 @@ import type { Logger } from 'pino';
 import { ErrorCode, KvIndexError } from '../errors.js';
 import { computeBlockHashes } from '../hash/block-hash.js';
 import { parseRouterEvent } from '../protocol/json-parse.js';
+import { u64FromHalves } from '../protocol/u64-text.js';
 import { decodeSnapshot } from '../protocol/snapshot-reader.js';
 import { mergeSnapshots, writeBincodeCount } from '../protocol/snapshot-merge.js';
 import { U64_MAX, type OverlapScores, type RouterEvent, type SnapshotEncoding } from '../protocol/types.js';
@@ -505,7 +506,7 @@ function mergeScores(replies: FindReply[]): OverlapScores {
   const frequencies: number[] = [];
   for (const r of replies) {
     const t = r.triples;
-    for (let i = 0; i < t.length; i += 3) scores.set((BigInt(t[i + 1]!) << 32n) | BigInt(t[i]!), t[i + 2]!);
+    for (let i = 0; i < t.length; i += 3) scores.set(u64FromHalves(t[i + 1]!, t[i]!), t[i + 2]!);
     for (let i = 0; i < r.frequencies.length; i++) frequencies[i] = (frequencies[i] ?? 0) + r.frequencies[i]!;
   }
   return { scores, frequencies };

@@ -13,6 +13,7 @@
  * `parent_hash: null` and is re-rooted on replay. It is the only inexact case.
  */
 import type { RouterEvent, StoredBlock } from '../protocol/types.js';
+import { u64FromHalves } from '../protocol/u64-text.js';
 import { NONE, ROOT } from './node-store.js';
 import type { RadixTree } from './radix-tree.js';
 
@@ -23,7 +24,8 @@ export interface DumpSink {
   endStored(): void;
 }
 
-const u64 = (lo: number, hi: number): bigint => (BigInt(hi) << 32n) | BigInt(lo);
+/** The u64 of (lo, hi) halves (the shared typed-array split of u64-text.ts: ~7 ns, no shifts). */
+const u64 = (lo: number, hi: number): bigint => u64FromHalves(hi, lo);
 
 /** A sink that builds `RouterEvent` objects (for `dumpEvents`; snapshots use the byte writer). */
 export class EventCollector implements DumpSink {
