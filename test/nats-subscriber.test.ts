@@ -151,6 +151,52 @@ describe.skipIf(!installed)('KvEventSubscriber', () => {
     }
   });
 
+
+  it('never reports a stream_seq ahead of its scores while events arrive', async () => {
+    // Each event adds one worker holding the first block, so a reply with stream_seq s must
+    // count at least s - base workers. Lookups run while commits land (the race a stream_seq
+    // read after the lookup would lose).
+    const blockSize = 4;
+    const tokens = [1, 2, 3, 4];
+    const [local] = computeBlockHashes(tokens, blockSize);
+    const [block] = computeSequenceHashes(computeBlockHashes(tokens, blockSize));
+    const indexer = await ShardedIndexer.create({ shards: 2, blockSize });
+    const names = kvNames('seqrace', 'backend');
+    const pub = await KvEventPublisher.connect({ namespace: 'seqrace', component: 'backend', connection: nc });
+    const sub = await KvEventSubscriber.start({ indexer, namespace: 'seqrace', component: 'backend', connection: nc });
+    const service = KvQueryService.start(nc, indexer, names.querySubject, { appliedSeq: () => sub.lastAppliedSeq });
+    const events = 500;
+    let published = false;
+    let checked = 0;
+    try {
+      const publishing = (async () => {
+        for (let i = 0; i < events; i++) {
+          await pub.publish({
+            workerId: (1n << 60n) + BigInt(i),
+            event: { eventId: BigInt(i), data: { type: 'stored', parentHash: null, blocks: [{ blockHash: block!, tokensHash: local! }] } },
+          });
+        }
+        published = true;
+      })();
+      const base = sub.lastAppliedSeq;
+      const query = async (): Promise<void> => {
+        while (!published || sub.lastAppliedSeq < base + events) {
+          const reply = await requestFindMatches(nc, names.querySubject, { tokens });
+          expect(reply.scores.size).toBeGreaterThanOrEqual((reply.streamSeq ?? 0) - base);
+          checked++;
+        }
+      };
+      await Promise.all([publishing, query(), query(), query(), query()]);
+      const last = await requestFindMatches(nc, names.querySubject, { tokens });
+      expect(last.scores.size).toBe(events);
+      expect(checked).toBeGreaterThan(1);
+    } finally {
+      await service.stop();
+      await sub.close();
+      await pub.close();
+      await indexer.close();
+    }
+  });
   it('stops with the indexer error when a shard thread dies, and still cleans up on close', async () => {
     const [a, b] = sampleEvents();
     const indexer = await ShardedIndexer.create({ shards: 1, blockSize: 4 });

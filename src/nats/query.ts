@@ -20,7 +20,8 @@
  * `scores` maps worker ids (decimal strings: they exceed 2^53) to the number of leading blocks
  * of the sequence the worker holds (workers at 0 are absent); `frequencies` as Dynamo's
  * OverlapScores (empty unless the indexer has an expiration window); `stream_seq` is the last
- * stream sequence applied when the lookup ran (null without a subscriber).
+ * stream sequence applied when the lookup was sent to the shards: the scores reflect every event
+ * through it, and maybe some later ones (null without a subscriber).
  *
  * Error reply: {"error":{"code":"KVX_NATS_BAD_QUERY","message":"hashes[2]: ..."}}, or the
  * indexer's code (e.g. KVX_CLOSED).
@@ -125,8 +126,12 @@ export class KvQueryService {
       let reply: string;
       try {
         const req = parseFindRequest(m.data);
+        // Read before the lookup is sent: everything through this sequence was applied before
+        // the lookup reaches the shards (FIFO per shard), so the scores reflect at least it.
+        // Read after, a commit landing during the lookup would claim events the scores lack.
+        const seq = applied === null ? null : applied();
         const scores = 'tokens' in req ? await indexer.findMatchesForTokens(req.tokens) : await indexer.findMatches(req.hashes);
-        reply = formatFindReply(scores, applied === null ? null : applied());
+        reply = formatFindReply(scores, seq);
         if (service !== null) service.served++;
       } catch (err) {
         reply = formatError(err);
