@@ -68,6 +68,20 @@ describe('ShardedIndexer lookup replies', () => {
     expect(scores.get(W1 + 3n)).toBe(1);
   });
 
+  it('answers lookups longer than a request region through the ports, and concurrent ones each from their own slot', async () => {
+    const ix = await make(2);
+    ix.applyEvent(chain(W1, 6000));
+    ix.applyEvent(chain(W2, 2, 1n));
+    const long = await ix.findMatches(toks(6000)); // 4,096 hashes fit a request region
+    expect([...long.scores].sort()).toEqual([[W1, 6000], [W2, 2]].sort());
+    const lengths = Array.from({ length: 48 }, (_, i) => 1 + ((i * 37) % 300)); // more than the 32 slots
+    const replies = await Promise.all(lengths.map((n) => ix.findMatches(toks(n))));
+    for (const [i, r] of replies.entries()) {
+      expect(r.scores.get(W1)).toBe(lengths[i]);
+      expect(r.scores.get(W2)).toBe(Math.min(2, lengths[i]!));
+    }
+  });
+
   it('carries the frequency trail through the reply board, summed over shards', async () => {
     const ix = await make(2, { expirationMs: 60_000 });
     const base = await ShardedIndexer.create({ shards: 0, blockSize: 4, expirationMs: 60_000 });

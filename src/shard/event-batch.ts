@@ -22,6 +22,10 @@ export const REC_REMOVE_WORKER = 3;
 /** Thrown inside `write` when a check fails; `push` turns it into the precise error. */
 const INVALID = new Error('invalid event');
 
+/** Spare buffers kept for reuse, and the largest kept (4 MiB). */
+const MAX_SPARES = 4;
+const MAX_SPARE_WORDS = 1 << 20;
+
 const big = new BigUint64Array(1);
 const halves = new Uint32Array(big.buffer);
 
@@ -29,6 +33,8 @@ const halves = new Uint32Array(big.buffer);
 export class EventBatchWriter {
   private buf: Uint32Array;
   private pos = 0;
+  private readonly spares: ArrayBuffer[] = [];
+  private returning = 0;
   /** Events (records) in the current batch. */
   events = 0;
   /** Blocks (stored + removed hashes) in the current batch. */
@@ -136,10 +142,29 @@ export class EventBatchWriter {
     this.events++;
   }
 
+  /**
+   * Whether the batch just taken should come back for reuse (then `recycle` it): only while
+   * spares plus buffers on their way back stay under a few. Asking for every buffer back
+   * measured slower: in a burst, the surplus is freed by the main thread's heap, which is
+   * large in a router, where the shard's small heap frees it at little cost.
+   */
+  askBack(): boolean {
+    if (this.spares.length + this.returning >= MAX_SPARES) return false;
+    this.returning++;
+    return true;
+  }
+
+  /** Takes back a buffer that `askBack` asked for; one grown by a huge event is let go. */
+  recycle(buffer: ArrayBuffer): void {
+    if (this.returning > 0) this.returning--;
+    if (buffer.byteLength >= this.initialWords * 4 && buffer.byteLength <= MAX_SPARE_WORDS * 4) this.spares.push(buffer);
+  }
+
   /** The filled words (a view on a buffer the caller may transfer); resets the writer. */
   take(): Uint32Array {
     const out = this.buf.subarray(0, this.pos);
-    this.buf = new Uint32Array(Math.max(this.initialWords, Math.min(this.pos, 1 << 20)));
+    const spare = this.spares.pop();
+    this.buf = spare !== undefined ? new Uint32Array(spare) : new Uint32Array(Math.max(this.initialWords, Math.min(this.pos, MAX_SPARE_WORDS)));
     this.pos = 0;
     this.events = 0;
     this.blocks = 0;

@@ -18,8 +18,6 @@ export interface ShardInit {
 
 export type ShardRequest =
   | { op: 'find'; words: Uint32Array; n: number; earlyExit: boolean }
-  /** Like `find`, but the reply goes into slot `slot` of the reply board, not the port. */
-  | { op: 'findShared'; words: Uint32Array; n: number; earlyExit: boolean; slot: number }
   | { op: 'dump'; encoding: SnapshotEncoding }
   /** Dump into the shard's reusable buffer; replies `DumpPrepared`. */
   | { op: 'dumpPrepare'; encoding: 'bincode' | 'bincode-dp' }
@@ -31,7 +29,10 @@ export type ShardRequest =
   | { op: 'exit' };
 
 export type ToShard =
-  | { t: 'events'; words: Uint32Array }
+  /** A lookup written into this slot of the reply board; the reply goes there too. */
+  | number
+  /** `back`: hand the buffer back in the ack, to be refilled (see EventBatchWriter.recycle). */
+  | { t: 'events'; words: Uint32Array; back: boolean }
   /**
    * Raw serde-JSON events, parsed in the shard: `ends[i]` is where event i ends in `bytes`,
    * `tags[i]` the caller's tag for it (-1: none), returned with a rejection.
@@ -74,8 +75,11 @@ export interface Rejected {
 }
 
 export type FromShard =
-  /** A batch was applied; `rejected` lists the JSON events it could not parse (first few). */
-  | { t: 'ack'; events: number; malformed: number; rejected: Rejected[] }
+  /**
+   * A batch was applied; `rejected` lists the JSON events it could not parse (first few).
+   * `words` hands an event batch's buffer back (transferred) for the main thread to refill.
+   */
+  | { t: 'ack'; events: number; malformed: number; rejected: Rejected[]; words?: ArrayBuffer }
   | { t: 'res'; id: number; value: unknown }
   | { t: 'err'; id: number; code: string; message: string }
   /** The shard can no longer be trusted (a batch failed to apply): everything fails from now. */

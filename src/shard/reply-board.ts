@@ -1,16 +1,24 @@
 /**
- * Lookup replies through shared memory. A lookup goes to every shard over its port (so it stays
- * ordered after the event batches sent before it), but the shards write their scores into a
- * slot of one SharedArrayBuffer and count themselves in; the last one wakes the main thread
- * with `Atomics.notify`. The main thread then wakes once per lookup instead of once per shard
- * reply: on the 2-core dev VM a 2-shard round trip measured p50 55 / p99 170 us this way
- * against 61 / 285-430 us with a port message per reply (bench/shard.bench.ts has the lookup
- * figures of the product).
+ * Lookups through shared memory. The main thread writes a lookup's hashes into a slot of one
+ * SharedArrayBuffer and sends every shard just the slot number over its port (so the lookup
+ * stays ordered after the event batches sent before it); the shards write their scores into
+ * the slot and count themselves in; the last one wakes the main thread with `Atomics.notify`.
+ * - Replies: the main thread wakes once per lookup instead of once per shard reply. On the
+ *   2-core dev VM a 2-shard round trip measured p50 55 / p99 170 us this way against
+ *   61 / 285-430 us with a port message per reply.
+ * - Requests: a bare number crosses the port faster than a request object with its hashes. A
+ *   bare ping-pong (no indexer) measured p99 133-169 us with a number against 214-223 us with
+ *   the request object, on 2 threads.
+ * bench/shard.bench.ts has the lookup figures of the product.
  *
- * Layout: `SLOTS` Int32 counters, then per slot and shard a region of `regionWords` u32:
- * [status, triples, frequencies, (workerLo, workerHi, score) x triples, frequency x frequencies].
- * A lookup whose reply could not fit (more workers than a region holds, long frequency trails)
- * takes the port path instead; so does one that finds every slot busy.
+ * Layout, in u32 words:
+ * - `SLOTS` Int32 counters;
+ * - per slot and shard, a reply region of `regionWords`: [status, triples, frequencies,
+ *   (workerLo, workerHi, score) x triples, frequency x frequencies];
+ * - per slot, a request region of `2 + 2 * requestHashes`: [n, earlyExit, (lo, hi) x n].
+ * A lookup that could not fit (more hashes than a request region holds, more workers than a
+ * reply region holds, long frequency trails) takes the port path instead; so does one that
+ * finds every slot busy.
  */
 import type { FindReply } from './messages.js';
 
@@ -24,11 +32,26 @@ export interface ReplyBoardShape {
   sab: SharedArrayBuffer;
   shards: number;
   regionWords: number;
+  /** Hashes a request region holds (4,096: 256 KiB of tokens at block size 16). */
+  requestHashes: number;
 }
 
-export function createBoardShape(shards: number, regionWords = 3 * 256 + 64 + HEAD): ReplyBoardShape {
-  const bytes = 4 * (SLOTS + SLOTS * shards * regionWords);
-  return { sab: new SharedArrayBuffer(bytes), shards, regionWords };
+export function createBoardShape(shards: number, regionWords = 3 * 256 + 64 + HEAD, requestHashes = 4096): ReplyBoardShape {
+  const bytes = 4 * (SLOTS + SLOTS * shards * regionWords + SLOTS * (2 + 2 * requestHashes));
+  return { sab: new SharedArrayBuffer(bytes), shards, regionWords, requestHashes };
+}
+
+/** Word offset (in the board after the counters) of a slot's request region. */
+function requestAt(shape: ReplyBoardShape, slot: number): number {
+  return SLOTS * shape.shards * shape.regionWords + slot * (2 + 2 * shape.requestHashes);
+}
+
+/** A lookup read from its request region: `n` hashes at `words[off ..]` as (lo, hi). */
+export interface BoardRequest {
+  words: Uint32Array;
+  off: number;
+  n: number;
+  earlyExit: boolean;
 }
 
 /** The shard side: writes one shard's reply into a slot and counts it in. */
@@ -39,6 +62,12 @@ export class ReplyWriter {
   constructor(private readonly shape: ReplyBoardShape, private readonly shard: number) {
     this.counters = new Int32Array(shape.sab, 0, SLOTS);
     this.words = new Uint32Array(shape.sab, 4 * SLOTS);
+  }
+
+  /** The lookup the main thread wrote into the slot (read in place, not copied). */
+  request(slot: number): BoardRequest {
+    const at = requestAt(this.shape, slot);
+    return { words: this.words, off: at + 2, n: this.words[at]!, earlyExit: this.words[at + 1] === 1 };
   }
 
   /** Writes the scores (or an error status) and wakes the main thread if this is the last shard. */
@@ -79,9 +108,20 @@ export class ReplyBoard {
     for (let i = SLOTS - 1; i >= 0; i--) this.free.push(i);
   }
 
-  /** Whether a reply of up to `workers` scores and `frequencies` entries fits a region. */
-  fits(workers: number, frequencies: number): boolean {
-    return HEAD + 3 * workers + frequencies <= this.shape.regionWords;
+  /**
+   * Whether a lookup of `hashes` fits a request region and a reply of up to `workers` scores
+   * and `frequencies` entries fits a reply region.
+   */
+  fits(hashes: number, workers: number, frequencies: number): boolean {
+    return hashes <= this.shape.requestHashes && HEAD + 3 * workers + frequencies <= this.shape.regionWords;
+  }
+
+  /** Writes a lookup (`n` hashes as (lo, hi) words) into the slot's request region. */
+  writeRequest(slot: number, words: Uint32Array, n: number, earlyExit: boolean): void {
+    const at = requestAt(this.shape, slot);
+    this.words[at] = n;
+    this.words[at + 1] = earlyExit ? 1 : 0;
+    this.words.set(words.subarray(0, 2 * n), at + 2);
   }
 
   /** A free slot with its counter reset, or -1 when all are in use. */

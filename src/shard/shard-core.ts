@@ -33,11 +33,22 @@ export class ShardCore {
 
   handle(msg: ToShard): void {
     if (this.failed) return;
+    if (typeof msg === 'number') {
+      this.lookupInSlot(msg);
+      return;
+    }
     if (msg.t === 'events') {
       try {
         this.checkTestHook(msg.words);
         const events = applyBatch(this.tree, msg.words, this.counts);
-        this.post({ t: 'ack', events, malformed: 0, rejected: [] });
+        if (msg.back) {
+          // Back to be refilled: a fresh buffer per batch costs the main thread zeroing and
+          // first-touch page faults (~3 ms per MB here), more than encoding into it.
+          const words = msg.words.buffer as ArrayBuffer;
+          this.post({ t: 'ack', events, malformed: 0, rejected: [], words }, [words]);
+        } else {
+          this.post({ t: 'ack', events, malformed: 0, rejected: [] });
+        }
       } catch (err) {
         // A batch that fails half-way leaves the tree in an unknown state: stop serving.
         this.failed = true;
@@ -50,17 +61,6 @@ export class ShardCore {
       this.applyJson(msg.bytes, msg.ends, msg.tags);
       return;
     }
-    if (msg.op === 'findShared') {
-      let scores: Map<bigint, number> | null = null;
-      let frequencies: number[] = [];
-      try {
-        ({ scores, frequencies } = this.tree.findMatchesWords(msg.words, 0, msg.n, msg.earlyExit));
-      } catch {
-        scores = null; // written as an error status: the waiting lookup fails naming this shard
-      }
-      this.replies.write(msg.slot, scores, frequencies);
-      return;
-    }
     try {
       const [value, transfer] = this.serve(msg);
       this.post({ t: 'res', id: msg.id, value }, transfer);
@@ -68,6 +68,18 @@ export class ShardCore {
       const e = err instanceof KvIndexError ? err : new KvIndexError(ErrorCode.ShardFailed, String(err), { cause: err });
       this.post({ t: 'err', id: msg.id, code: e.code, message: `shard ${this.init.shard}: ${e.message}` });
     }
+  }
+
+  private lookupInSlot(slot: number): void {
+    let scores: Map<bigint, number> | null = null;
+    let frequencies: number[] = [];
+    try {
+      const r = this.replies.request(slot);
+      ({ scores, frequencies } = this.tree.findMatchesWords(r.words, r.off, r.n, r.earlyExit));
+    } catch {
+      scores = null; // written as an error status: the waiting lookup fails naming this shard
+    }
+    this.replies.write(slot, scores, frequencies);
   }
 
   /** Parses and applies raw JSON events; malformed ones are counted and each reported, not fatal. */
@@ -113,8 +125,6 @@ export class ShardCore {
         const reply: FindReply = { triples, frequencies };
         return [reply, [triples.buffer as ArrayBuffer]];
       }
-      case 'findShared':
-        throw new KvIndexError(ErrorCode.InvalidOption, 'findShared is answered through the reply board');
       case 'dump': {
         const bytes = this.tree.dumpSnapshot(req.encoding);
         return [bytes, [bytes.buffer as ArrayBuffer]];

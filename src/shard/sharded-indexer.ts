@@ -133,7 +133,7 @@ export class ShardedIndexer extends EventEmitter {
               failOnWorker: options.testFailOnWorker === undefined ? null : options.testFailOnWorker.toString(),
               board: ix.board!.shape,
             },
-            (events, rejected) => ix.onAck(events, rejected),
+            (events, rejected, words) => ix.onAck(i, events, rejected, words),
             (err) => ix.onShardFailed(err),
           ),
         ),
@@ -245,10 +245,11 @@ export class ShardedIndexer extends EventEmitter {
     this.flushAll();
     const board = this.board!;
     const most = Math.max(...this.workersPerShard);
-    const slot = board.fits(most, this.frequencyTrail ? seq.length : 0) ? board.take() : -1;
+    const slot = board.fits(seq.length, most, this.frequencyTrail ? seq.length : 0) ? board.take() : -1;
     if (slot >= 0) {
       try {
-        for (const t of this.threads) t.notify({ op: 'findShared', words, n: seq.length, earlyExit: false, slot });
+        board.writeRequest(slot, words, seq.length, false);
+        for (const t of this.threads) t.lookupInSlot(slot);
         await board.wait(slot, () => this.failure !== null || this.closed);
         this.check();
         const replies = board.read(slot);
@@ -463,11 +464,12 @@ export class ShardedIndexer extends EventEmitter {
     const words = w.take();
     this.queued -= events;
     this.inFlight += events;
-    this.threads[shard]!.sendEvents(words);
+    this.threads[shard]!.sendEvents(words, w.askBack());
   }
 
-  private onAck(events: number, rejected: Rejected[]): void {
+  private onAck(shard: number, events: number, rejected: Rejected[], words: ArrayBuffer | undefined): void {
     this.inFlight -= events;
+    if (words !== undefined) this.writers[shard]?.recycle(words);
     for (const r of rejected) {
       const err = KvIndexError.fromData(r);
       const tag = r.tag >= 0 ? r.tag : undefined;

@@ -27,7 +27,7 @@ export class ThreadShard {
   private constructor(
     readonly index: number,
     filename: string,
-    private readonly onAck: (events: number, rejected: Rejected[]) => void,
+    private readonly onAck: (events: number, rejected: Rejected[], words: ArrayBuffer | undefined) => void,
     private readonly onFail: (err: KvIndexError) => void,
   ) {
     // One thread, never recycled: the tree lives in it. atomics 'disabled' keeps the thread's
@@ -40,7 +40,7 @@ export class ThreadShard {
 
   static async start(
     index: number, filename: string, init: ShardInit,
-    onAck: (events: number, rejected: Rejected[]) => void, onFail: (err: KvIndexError) => void,
+    onAck: (events: number, rejected: Rejected[], words: ArrayBuffer | undefined) => void, onFail: (err: KvIndexError) => void,
   ): Promise<ThreadShard> {
     const shard = new ThreadShard(index, filename, onAck, onFail);
     const port = shard.channel.port2;
@@ -57,10 +57,10 @@ export class ThreadShard {
     return this.failure;
   }
 
-  /** Sends a batch of encoded events; its buffer is transferred. */
-  sendEvents(words: Uint32Array): void {
+  /** Sends a batch of encoded events; its buffer is transferred (and handed back if `back`). */
+  sendEvents(words: Uint32Array, back: boolean): void {
     if (this.failure !== null) throw this.failure;
-    const msg: ToShard = { t: 'events', words };
+    const msg: ToShard = { t: 'events', words, back };
     this.channel.port1.postMessage(msg, [words.buffer as ArrayBuffer]);
   }
 
@@ -71,10 +71,10 @@ export class ThreadShard {
     this.channel.port1.postMessage(msg, [bytes.buffer as ArrayBuffer, ends.buffer as ArrayBuffer, tags.buffer as ArrayBuffer]);
   }
 
-  /** Sends a request whose answer does not come back over the port (`findShared`). */
-  notify(req: ShardRequest): void {
+  /** Sends a lookup written into a slot of the reply board (answered there, not here). */
+  lookupInSlot(slot: number): void {
     if (this.failure !== null) throw this.failure;
-    const msg: ToShard = { t: 'req', id: 0, ...req };
+    const msg: ToShard = slot;
     this.channel.port1.postMessage(msg);
   }
 
@@ -96,7 +96,7 @@ export class ThreadShard {
   private receive(msg: FromShard): void {
     switch (msg.t) {
       case 'ack':
-        this.onAck(msg.events, msg.rejected);
+        this.onAck(msg.events, msg.rejected, msg.words);
         return;
       case 'res': {
         const p = this.pending.get(msg.id);
