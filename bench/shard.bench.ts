@@ -44,10 +44,21 @@ async function warmIndexer(w: LoadedWorkload, shards: number): Promise<ShardedIn
 
 const gc = (): void => (globalThis as { gc?: () => void }).gc?.();
 
+/**
+ * A full GC, then a pause: every timed run starts from the same heap state, and the collector's
+ * background work on the loaded workloads (~270 MB of event objects) ends before the clock
+ * starts instead of taking CPU from the shard threads (2-shard ingest of synthetic measured
+ * 178-241 ms right after `gc()` against 119-198 ms after a 300 ms pause).
+ */
+async function quiesce(): Promise<void> {
+  gc();
+  await new Promise((r) => setTimeout(r, 300));
+}
+
 async function ingest(w: LoadedWorkload, shards: number): Promise<number> {
   const ix = await warmIndexer(w, shards);
   try {
-    gc(); // start every timed run from the same heap state (the workload objects are large)
+    await quiesce();
     const t0 = performance.now();
     for (const op of w.ops) {
       if (op.kind !== 'event') continue;
@@ -65,7 +76,7 @@ async function ingest(w: LoadedWorkload, shards: number): Promise<number> {
 async function ingestJson(w: LoadedWorkload, shards: number, inShards: boolean): Promise<number> {
   const ix = await warmIndexer(w, shards);
   try {
-    gc();
+    await quiesce();
     const t0 = performance.now();
     for (const op of w.ops) {
       if (op.kind !== 'event') continue;
@@ -82,7 +93,7 @@ async function ingestJson(w: LoadedWorkload, shards: number, inShards: boolean):
 
 async function replay(w: LoadedWorkload, shards: number): Promise<{ ms: number; ix: ShardedIndexer }> {
   const ix = await warmIndexer(w, shards);
-  gc();
+  await quiesce();
   const t0 = performance.now();
   for (const op of w.ops) {
     if (op.kind === 'event') ix.applyEvent(op.event);
@@ -193,7 +204,10 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       // Rounds, and the median of their percentiles: one slow spell of the VM moves a single
       // round's p99 by tens of microseconds.
       const rounds: number[][] = [];
-      for (let r = 0; r < latencyRounds; r++) rounds.push(await latencies(seqs, find, n));
+      for (let r = 0; r < latencyRounds; r++) {
+        await quiesce();
+        rounds.push(await latencies(seqs, find, n));
+      }
       const p50 = median(rounds.map((lat) => percentile(lat, 50)));
       const p99 = median(rounds.map((lat) => percentile(lat, 99)));
       const max = Math.max(...rounds.map((lat) => lat[lat.length - 1]!));

@@ -88,31 +88,41 @@ export function dumpTree(tree: RadixTree, sink: DumpSink): void {
     slotHi.push(Number(id >> 32n));
   }
 
-  // Pending chain starts: (node, hasParent, parentLo, parentHi) quadruples.
+  // Pending chain starts: (node, hasParent, parentLo, parentHi, hashLo, hashHi) sextuples; a
+  // node's own hash travels with it, found when its parent's children were checked, so no pair
+  // is looked up twice.
   const stack: number[] = [];
-  const chain = (head: number, slot: number): void => {
+  const chain = (head: number, slot: number, headLo: number, headHi: number): void => {
     const wLo = slotLo[slot]!;
     const wHi = slotHi[slot]!;
-    stack.push(head, 0, 0, 0);
+    stack.push(head, 0, 0, 0, headLo, headHi);
     while (stack.length > 0) {
+      let hi = stack.pop()!;
+      let lo = stack.pop()!;
       const pHiV = stack.pop()!;
       const pLoV = stack.pop()!;
       const hasParent = stack.pop()! === 1;
       let node = stack.pop()!;
       sink.beginStored(wLo, wHi, hasParent, pLoV, pHiV);
       for (;;) {
-        holds(node, slot);
-        const lo = hashLo;
-        const hi = hashHi;
         sink.block(lo, hi, tokLo[node]!, tokHi[node]!);
         let next = NONE;
+        let nextLo = 0;
+        let nextHi = 0;
         for (let c = firstChild[node]!; c !== NONE; c = nextSib[c]!) {
           if (!holds(c, slot)) continue;
-          if (next === NONE) next = c;
-          else stack.push(c, 1, lo, hi);
+          if (next === NONE) {
+            next = c;
+            nextLo = hashLo;
+            nextHi = hashHi;
+          } else {
+            stack.push(c, 1, lo, hi, hashLo, hashHi);
+          }
         }
         if (next === NONE) break;
         node = next;
+        lo = nextLo;
+        hi = nextHi;
       }
       sink.endStored();
     }
@@ -123,18 +133,26 @@ export function dumpTree(tree: RadixTree, sink: DumpSink): void {
   // id); walking each worker's hash table instead visited nodes in random order and measured
   // ~2x slower on a tree of a million pairs. Event order across workers does not matter:
   // only a worker's own parent chain must come first, and `chain` writes branches after it.
+  // For a node with several workers the parent's workers are stamped once (`parentMark`), so
+  // finding the node's chain heads costs O(workers), not O(workers^2) list walks.
+  const parentMark = new Int32Array(slotLo.length).fill(-1);
   const top = nodes.nodeTop;
   for (let node = 1; node < top; node++) {
     const w = w0[node]!;
     if (w === NONE) continue; // free id
     const up = parent[node]!;
     if (w >= 0) {
-      if (up === ROOT || !holds(up, w)) chain(node, w);
+      if (up === ROOT || !holds(up, w)) chain(node, w, h0Lo[node]!, h0Hi[node]!);
       continue;
+    }
+    if (up !== ROOT) {
+      const uw = w0[up]!;
+      if (uw >= 0) parentMark[uw] = node;
+      else if (uw < NONE) for (let p = -uw - 2; p !== NONE; p = pNext[p]!) parentMark[pWorker[p]!] = node;
     }
     for (let p = -w - 2; p !== NONE; p = pNext[p]!) {
       const slot = pWorker[p]!;
-      if (up === ROOT || !holds(up, slot)) chain(node, slot);
+      if (up === ROOT || parentMark[slot] !== node) chain(node, slot, pLo[p]!, pHi[p]!);
     }
   }
 }
