@@ -14,6 +14,7 @@ import { parseRouterEvent } from '../src/protocol/json-parse.js';
 import { ShardedIndexer } from '../src/shard/sharded-indexer.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { percentile, table, type SuiteOptions, type SuiteResult } from './suite.js';
+import { RoundTrip } from './reference/round-trip.js';
 import { loadWorkload, replicatedEvents, workloadPath, type LoadedWorkload } from './workloads.js';
 
 const SHARD_COUNTS = [0, 1, 2];
@@ -193,33 +194,40 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const latRows: SuiteResult['rows'] = [];
   for (const shards of SHARD_COUNTS) {
     const { ix } = await replay(conv, shards);
+    const floor = shards > 0 ? await RoundTrip.start(shards) : null;
     const channels: Array<[string, (s: BigUint64Array) => Promise<unknown>]> = [
       [shards > 0 ? 'port request, shared-memory replies (product)' : 'in-thread', (s) => ix.findMatches(s)],
     ];
-    if (shards > 0) {
+    if (floor !== null) {
+      channels.push(['floor: bare round trip, no indexer', () => floor.ping()]);
       channels.push(['port request, port replies', (s) => ix.findMatchesViaPorts(s)]);
       channels.push(['piscina task per shard', (s) => ix.findMatchesViaTasks(s)]);
     }
-    for (const [channel, find] of channels) {
-      // Rounds, and the median of their percentiles: one slow spell of the VM moves a single
-      // round's p99 by tens of microseconds.
-      const rounds: number[][] = [];
-      for (let r = 0; r < latencyRounds; r++) {
+    // Rounds take the channels in turn, and each percentile is the median of the rounds': one
+    // slow spell of the VM moves a single round's p99 by tens of microseconds.
+    const rounds = channels.map((): number[][] => []);
+    for (let r = 0; r < latencyRounds; r++) {
+      for (const [k, [, find]] of channels.entries()) {
         await quiesce();
-        rounds.push(await latencies(seqs, find, n));
+        rounds[k]!.push(await latencies(seqs, find, n));
       }
-      const p50 = median(rounds.map((lat) => percentile(lat, 50)));
-      const p99 = median(rounds.map((lat) => percentile(lat, 99)));
-      const max = Math.max(...rounds.map((lat) => lat[lat.length - 1]!));
+    }
+    for (const [k, [channel]] of channels.entries()) {
+      const p50 = median(rounds[k]!.map((lat) => percentile(lat, 50)));
+      const p99 = median(rounds[k]!.map((lat) => percentile(lat, 99)));
+      const max = Math.max(...rounds[k]!.map((lat) => lat[lat.length - 1]!));
       latRows.push({ shards, channel, lookups: n * latencyRounds, 'p50 us': r1(p50), 'p99 us': r1(p99), 'max us': r1(max) });
     }
+    await floor?.close();
     await ix.close();
   }
   rows.push(...latRows.map((r) => ({ suite: 'shard-lookup', ...r })));
   sections.push(
     `**findMatches latency** (awaited one at a time) on the final ${conv.name} tree, through each shard count ` +
       `(${latencyRounds} rounds of ${n} lookups; p50 and p99 are the medians of the rounds' percentiles, max the largest); ` +
-      `for threads, through the dedicated MessagePort (what the product uses) and through a piscina task per shard. ` +
+      `for threads, through the dedicated MessagePort (what the product uses) and through a piscina task per shard, ` +
+      `and the floor of this machine: the same round trip through as many bare threads, with no indexer ` +
+      `(bench/reference/round-trip.ts). ` +
       `Target: p99 through 2 shards <= 150 us.\n\n${table(latRows)}`,
   );
 
