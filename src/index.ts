@@ -6,7 +6,8 @@
 // Values
 export { KvIndexError, EventParseError, SnapshotDecodeError, ErrorCode } from './errors.js';
 export { ApplyStatus, U64_MAX } from './protocol/types.js';
-export { parseRouterEvent, parseRecorderLine, parseJsonLossless } from './protocol/json-parse.js';
+export { parseRouterEvent, parseRecorderLine } from './protocol/json-parse.js';
+export { parseJsonLossless } from './protocol/json-value.js';
 export { formatRouterEvent } from './protocol/json-format.js';
 export { encodeSnapshot, createSnapshotWriter } from './protocol/snapshot-writer.js';
 export { decodeSnapshot, iterateSnapshot } from './protocol/snapshot-reader.js';
@@ -34,7 +35,8 @@ export type {
   SnapshotEncoding,
 } from './protocol/types.js';
 export type { ErrorCode as ErrorCodeValue } from './errors.js';
-export type { RecorderLine, JsonValue, JsonObject } from './protocol/json-parse.js';
+export type { RecorderLine } from './protocol/json-parse.js';
+export type { JsonValue, JsonObject } from './protocol/json-value.js';
 export type { SnapshotWriter } from './protocol/snapshot-writer.js';
 export type { RadixTreeOptions } from './tree/radix-tree.js';
 export type { DumpSink } from './tree/dump.js';

@@ -1,12 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ErrorCode, EventParseError, KvIndexError } from '../src/errors.js';
-import {
-  parseJsonLossless,
-  parseRecorderLine,
-  parseRouterEvent,
-  parseU64Array,
-  type JsonObject,
-} from '../src/protocol/json-parse.js';
+import { parseRecorderLine, parseRouterEvent } from '../src/protocol/json-parse.js';
+import { parseJsonLossless, parseU64Array, type JsonObject } from '../src/protocol/json-value.js';
 import type { RouterEvent } from '../src/protocol/types.js';
 import { parseU64Decimal } from '../src/protocol/u64-text.js';
 

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
-import { parseJsonLossless } from '../src/protocol/json-parse.js';
+import { parseJsonLossless } from '../src/protocol/json-value.js';
 import { detectInputKind } from '../src/trace/input-kind.js';
 import { openLineSource } from '../src/trace/line-source.js';
 import { parseTraceLine, readTraceFile } from '../src/trace/mooncake.js';

@@ -16,7 +16,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseJsonLossless, type JsonValue } from '../protocol/json-parse.js';
+import { parseJsonLossless, type JsonValue } from '../protocol/json-value.js';
 import type { RouterEvent } from '../protocol/types.js';
 import { ShardedIndexer } from '../shard/sharded-indexer.js';
 import { BadLines } from '../trace/bad-lines.js';

@@ -30,7 +30,7 @@
 import type { Msg, NatsConnection, Subscription } from 'nats';
 import type { Logger } from 'pino';
 import { KvIndexError } from '../errors.js';
-import { parseJsonLossless, type JsonObject, type JsonValue } from '../protocol/json-parse.js';
+import { parseJsonLossless, type JsonObject, type JsonValue } from '../protocol/json-value.js';
 import { U64_MAX, type OverlapScores } from '../protocol/types.js';
 import type { ShardedIndexer } from '../shard/sharded-indexer.js';
 import { NatsError, NatsErrorCode, reason } from './errors.js';

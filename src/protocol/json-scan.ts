@@ -645,6 +645,23 @@ const ESCAPES: Record<number, string> = {
   0x74: '\t',
 };
 
+/**
+ * The error to report for `error`: a field error (wrong type, range, missing, unknown variant)
+ * found before a syntax error later in the input gives way to the syntax error, so that
+ * `InvalidJson` means exactly "not JSON" whatever the order. Costs nothing on success.
+ */
+export function syntaxFirst(s: JsonScanner, error: unknown): unknown {
+  if (!(error instanceof EventParseError) || error.code === ErrorCode.InvalidJson) return error;
+  try {
+    s.pos = 0;
+    s.skipValue();
+    s.finish();
+  } catch (syntax) {
+    return syntax;
+  }
+  return error;
+}
+
 function hexValue(c: number): number {
   if (c >= 0x30 && c <= 0x39) return c - 0x30;
   const l = c | 0x20;

@@ -13,71 +13,24 @@
  * (or `await indexer.drained()`); `restore` does so itself.
  */
 import { EventEmitter } from 'node:events';
-import { existsSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
 import { ErrorCode, KvIndexError } from '../errors.js';
 import { computeBlockHashes } from '../hash/block-hash.js';
 import { parseRouterEvent } from '../protocol/json-parse.js';
-import { u64FromHalves } from '../protocol/u64-text.js';
 import { decodeSnapshot } from '../protocol/snapshot-reader.js';
 import { mergeSnapshots, writeBincodeCount } from '../protocol/snapshot-merge.js';
 import { U64_MAX, type OverlapScores, type RouterEvent, type SnapshotEncoding } from '../protocol/types.js';
 import { assertRouterEvent } from '../protocol/validate.js';
 import { RadixTree } from '../tree/radix-tree.js';
 import { EventBatchWriter, emptyCounts, type StatusCounts } from './event-batch.js';
+import { checkOptions, shardWorkerFile, type ShardedIndexerOptions } from './indexer-options.js';
 import type { DumpPrepared, FindReply, Rejected, ShardStats } from './messages.js';
 import { JsonBatchWriter, peekWorkerId } from './json-batch.js';
+import { mergeScores, toU64Array } from './merge-scores.js';
 import { ReplyBoard } from './reply-board.js';
 import { ThreadShard } from './thread-shard.js';
 
-export interface ShardedIndexerOptions {
-  /** Shard threads; 0 runs in the calling thread. At most 64. */
-  shards: number;
-  /** Tokens per block for `findMatchesForTokens`. */
-  blockSize: number;
-  /** Frequency window of `findMatches` (see RadixTree). */
-  expirationMs?: number;
-  logger?: Logger;
-  /** Backlog (queued + in-flight events) above which `needsDrain` is set. Default 65,536. */
-  highWaterEvents?: number;
-  /** Words of an event batch that trigger an immediate send. Default 64 Ki (256 KiB). */
-  batchWords?: number;
-  /** Test-only: shard threads throw while applying an event of this worker. */
-  testFailOnWorker?: bigint;
-}
-
-function shardWorkerFile(): string {
-  const here = dirname(fileURLToPath(import.meta.url));
-  // From src/shard (tests run the sources) the thread code is the build in dist/; from
-  // dist/src/shard it sits beside it in dist/workers.
-  const file = import.meta.url.endsWith('.ts')
-    ? resolve(here, '../../dist/workers/shard.js')
-    : resolve(here, '../../workers/shard.js');
-  if (!existsSync(file)) {
-    throw new KvIndexError(ErrorCode.InvalidOption, `shard thread entry ${file} is missing: run 'npm run build'`);
-  }
-  return file;
-}
-
-function checkOptions(o: ShardedIndexerOptions): void {
-  const bad = (what: string): never => {
-    throw new KvIndexError(ErrorCode.InvalidOption, what);
-  };
-  if (typeof o !== 'object' || o === null) bad('options: expected an object');
-  if (!Number.isInteger(o.shards) || o.shards < 0 || o.shards > 64) bad(`shards: expected an integer 0..64, got ${String(o.shards)}`);
-  if (!Number.isInteger(o.blockSize) || o.blockSize < 1) bad(`blockSize: expected a positive integer, got ${String(o.blockSize)}`);
-  if (o.expirationMs !== undefined && !(Number.isFinite(o.expirationMs) && o.expirationMs >= 0)) {
-    bad(`expirationMs: expected a finite number >= 0, got ${String(o.expirationMs)}`);
-  }
-  if (o.highWaterEvents !== undefined && !(Number.isInteger(o.highWaterEvents) && o.highWaterEvents > 0)) {
-    bad(`highWaterEvents: expected a positive integer, got ${String(o.highWaterEvents)}`);
-  }
-  if (o.batchWords !== undefined && !(Number.isInteger(o.batchWords) && o.batchWords > 0)) {
-    bad(`batchWords: expected a positive integer, got ${String(o.batchWords)}`);
-  }
-}
+export type { ShardedIndexerOptions } from './indexer-options.js';
 
 export class ShardedIndexer extends EventEmitter {
   readonly shardCount: number;
@@ -488,28 +441,4 @@ export class ShardedIndexer extends EventEmitter {
     this.logger?.error({ code: err.code }, err.message);
     this.emit('shardFailed', err);
   }
-}
-
-function toU64Array(hashes: readonly bigint[]): BigUint64Array {
-  const out = new BigUint64Array(hashes.length);
-  for (let i = 0; i < hashes.length; i++) {
-    const h = hashes[i]!;
-    if (typeof h !== 'bigint' || h < 0n || h > 0xffff_ffff_ffff_ffffn) {
-      throw new KvIndexError(ErrorCode.InvalidField, `hashes[${i}]: expected a u64 bigint, got ${String(h)}`);
-    }
-    out[i] = h;
-  }
-  return out;
-}
-
-/** Union of the shards' scores (their workers are disjoint); frequencies summed element-wise. */
-function mergeScores(replies: FindReply[]): OverlapScores {
-  const scores = new Map<bigint, number>();
-  const frequencies: number[] = [];
-  for (const r of replies) {
-    const t = r.triples;
-    for (let i = 0; i < t.length; i += 3) scores.set(u64FromHalves(t[i + 1]!, t[i]!), t[i + 2]!);
-    for (let i = 0; i < r.frequencies.length; i++) frequencies[i] = (frequencies[i] ?? 0) + r.frequencies[i]!;
-  }
-  return { scores, frequencies };
 }

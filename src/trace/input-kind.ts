@@ -5,7 +5,8 @@
  * - `events`: plain RouterEvent JSONL (`{"worker_id": .., "event": ..}`),
  * - `workload`: the replay workload format of shared/workloads (`{"op": ..}`).
  */
-import { parseRecorderLine, parseRouterEvent, type JsonValue } from '../protocol/json-parse.js';
+import { parseRecorderLine, parseRouterEvent } from '../protocol/json-parse.js';
+import type { JsonValue } from '../protocol/json-value.js';
 import type { RouterEvent } from '../protocol/types.js';
 
 export const InputKind = {

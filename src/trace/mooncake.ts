@@ -8,7 +8,7 @@
  * (`timestamp`: the previous request's, `input_length`: 512 per id, `output_length`: 0);
  * present ones must be non-negative numbers, else the line is bad too.
  */
-import { parseJsonLossless, type JsonObject, type JsonValue } from '../protocol/json-parse.js';
+import { parseJsonLossless, type JsonObject, type JsonValue } from '../protocol/json-value.js';
 import { openLineSource } from './line-source.js';
 import { TRACE_BLOCK_TOKENS } from './synthetic-tokens.js';
 

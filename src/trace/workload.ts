@@ -8,7 +8,8 @@ import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { createGunzip } from 'node:zlib';
 import { ErrorCode, EventParseError } from '../errors.js';
-import { parseJsonLossless, parseRouterEvent, parseU64Array, type JsonObject } from '../protocol/json-parse.js';
+import { parseRouterEvent } from '../protocol/json-parse.js';
+import { parseJsonLossless, parseU64Array, type JsonObject } from '../protocol/json-value.js';
 import type { RouterEvent } from '../protocol/types.js';
 
 export type WorkloadOp =

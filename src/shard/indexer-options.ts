@@ -1,0 +1,55 @@
+/** ShardedIndexer's options, their checks, and where its shard thread code lives. */
+import { existsSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Logger } from 'pino';
+import { ErrorCode, KvIndexError } from '../errors.js';
+
+export interface ShardedIndexerOptions {
+  /** Shard threads; 0 runs in the calling thread. At most 64. */
+  shards: number;
+  /** Tokens per block for `findMatchesForTokens`. */
+  blockSize: number;
+  /** Frequency window of `findMatches` (see RadixTree). */
+  expirationMs?: number;
+  logger?: Logger;
+  /** Backlog (queued + in-flight events) above which `needsDrain` is set. Default 65,536. */
+  highWaterEvents?: number;
+  /** Words of an event batch that trigger an immediate send. Default 64 Ki (256 KiB). */
+  batchWords?: number;
+  /** Test-only: shard threads throw while applying an event of this worker. */
+  testFailOnWorker?: bigint;
+}
+
+/** The shard thread entry point of this build. */
+export function shardWorkerFile(): string {
+  const here = dirname(fileURLToPath(import.meta.url));
+  // From src/shard (tests run the sources) the thread code is the build in dist/; from
+  // dist/src/shard it sits beside it in dist/workers.
+  const file = import.meta.url.endsWith('.ts')
+    ? resolve(here, '../../dist/workers/shard.js')
+    : resolve(here, '../../workers/shard.js');
+  if (!existsSync(file)) {
+    throw new KvIndexError(ErrorCode.InvalidOption, `shard thread entry ${file} is missing: run 'npm run build'`);
+  }
+  return file;
+}
+
+/** Throws `KvIndexError` `InvalidOption` naming the first bad option. */
+export function checkOptions(o: ShardedIndexerOptions): void {
+  const bad = (what: string): never => {
+    throw new KvIndexError(ErrorCode.InvalidOption, what);
+  };
+  if (typeof o !== 'object' || o === null) bad('options: expected an object');
+  if (!Number.isInteger(o.shards) || o.shards < 0 || o.shards > 64) bad(`shards: expected an integer 0..64, got ${String(o.shards)}`);
+  if (!Number.isInteger(o.blockSize) || o.blockSize < 1) bad(`blockSize: expected a positive integer, got ${String(o.blockSize)}`);
+  if (o.expirationMs !== undefined && !(Number.isFinite(o.expirationMs) && o.expirationMs >= 0)) {
+    bad(`expirationMs: expected a finite number >= 0, got ${String(o.expirationMs)}`);
+  }
+  if (o.highWaterEvents !== undefined && !(Number.isInteger(o.highWaterEvents) && o.highWaterEvents > 0)) {
+    bad(`highWaterEvents: expected a positive integer, got ${String(o.highWaterEvents)}`);
+  }
+  if (o.batchWords !== undefined && !(Number.isInteger(o.batchWords) && o.batchWords > 0)) {
+    bad(`batchWords: expected a positive integer, got ${String(o.batchWords)}`);
+  }
+}

@@ -1,0 +1,30 @@
+/** A sharded lookup's two ends on the main thread: the hashes packed, the replies merged. */
+import { ErrorCode, KvIndexError } from '../errors.js';
+import { u64FromHalves } from '../protocol/u64-text.js';
+import type { OverlapScores } from '../protocol/types.js';
+import type { FindReply } from './messages.js';
+
+/** Checks and packs a lookup's hashes (`InvalidField` naming the first bad one). */
+export function toU64Array(hashes: readonly bigint[]): BigUint64Array {
+  const out = new BigUint64Array(hashes.length);
+  for (let i = 0; i < hashes.length; i++) {
+    const h = hashes[i]!;
+    if (typeof h !== 'bigint' || h < 0n || h > 0xffff_ffff_ffff_ffffn) {
+      throw new KvIndexError(ErrorCode.InvalidField, `hashes[${i}]: expected a u64 bigint, got ${String(h)}`);
+    }
+    out[i] = h;
+  }
+  return out;
+}
+
+/** Union of the shards' scores (their workers are disjoint); frequencies summed element-wise. */
+export function mergeScores(replies: FindReply[]): OverlapScores {
+  const scores = new Map<bigint, number>();
+  const frequencies: number[] = [];
+  for (const r of replies) {
+    const t = r.triples;
+    for (let i = 0; i < t.length; i += 3) scores.set(u64FromHalves(t[i + 1]!, t[i]!), t[i + 2]!);
+    for (let i = 0; i < r.frequencies.length; i++) frequencies[i] = (frequencies[i] ?? 0) + r.frequencies[i]!;
+  }
+  return { scores, frequencies };
+}
