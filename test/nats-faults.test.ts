@@ -79,7 +79,7 @@ describe.skipIf(!installed)('NATS faults', () => {
       expect(err).toMatchObject({ name: 'NatsError', code: NatsErrorCode.Unreachable });
       expect((err as Error).message).toContain(url);
       expect(elapsed).toBeGreaterThanOrEqual(900);
-      expect(elapsed).toBeLessThan(3_000);
+      expect(elapsed).toBeLessThan(5_000); // the 1 s budget, with room for a loaded machine
       await expect(KvEventPublisher.connect({ namespace: 'x', component: 'y', servers: url, connectTimeoutMs: 300 })).rejects.toMatchObject({
         code: NatsErrorCode.Unreachable,
       });

@@ -122,11 +122,11 @@ describe('counts that cannot fit', () => {
     ['block count 3 with 2 blocks', concat(u64le(1n), u64le(1n), u64le(0n), new Uint8Array(5), u64le(3n), new Uint8Array(32))],
   ];
   for (const [name, bytes] of cases) {
-    it(`${name} fails fast with SnapshotBadCount`, () => {
-      const started = performance.now();
+    // A decoder that believed the count would try to allocate for it and fail with a
+    // RangeError (or run out of memory), not with this code: the code is the check.
+    it(`${name} fails with SnapshotBadCount before allocating for the count`, () => {
       expect(codeOf(() => decodeSnapshot(bytes))).toBe(ErrorCode.SnapshotBadCount);
       expect(codeOf(() => mergeSnapshots([bytes], 'bincode'))).toBe(ErrorCode.SnapshotBadCount);
-      expect(performance.now() - started).toBeLessThan(250);
     });
   }
 
