@@ -80,6 +80,17 @@ export function dumpTree(tree: RadixTree, sink: DumpSink): void {
     return false;
   };
 
+  // `holds` without reading the hash: the scan below only asks whether a parent holds the
+  // worker, and by then the chains have pulled that parent's hash arrays through the cache
+  // long ago; skipping them keeps the scan to two streams (w0, parent).
+  const has = (node: number, slot: number): boolean => {
+    const w = w0[node]!;
+    if (w === slot) return true;
+    if (w >= NONE) return false;
+    for (let p = -w - 2; p !== NONE; p = pNext[p]!) if (pWorker[p] === slot) return true;
+    return false;
+  };
+
   const slotLo: number[] = [];
   const slotHi: number[] = [];
   for (let s = 0; s < tree.slotIds.length; s++) {
@@ -142,7 +153,7 @@ export function dumpTree(tree: RadixTree, sink: DumpSink): void {
     if (w === NONE) continue; // free id
     const up = parent[node]!;
     if (w >= 0) {
-      if (up === ROOT || !holds(up, w)) chain(node, w, h0Lo[node]!, h0Hi[node]!);
+      if (up === ROOT || !has(up, w)) chain(node, w, h0Lo[node]!, h0Hi[node]!);
       continue;
     }
     if (up !== ROOT) {
