@@ -8,14 +8,13 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { connect, type NatsConnection } from 'nats';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { computeBlockHashes, computeSequenceHashes } from '../src/hash/block-hash.js';
 import { kvNames } from '../src/nats/names.js';
 import { KvEventPublisher } from '../src/nats/publisher.js';
 import { requestFindMatches } from '../src/nats/query.js';
 import type { RouterEvent } from '../src/protocol/types.js';
-import { NATS_SKIP_MESSAGE, NatsServer, natsServerInstalled } from './support/nats-server.js';
+import { NATS_SKIP_MESSAGE, natsServerInstalled, useNatsServer } from './support/nats-server.js';
 
 const installed = natsServerInstalled();
 if (!installed) console.warn(NATS_SKIP_MESSAGE);
@@ -78,22 +77,11 @@ class ServeProcess {
 }
 
 describe.skipIf(!installed)('kvindex serve', () => {
-  let server: NatsServer;
-  let nc: NatsConnection;
-
-  beforeAll(async () => {
-    server = await NatsServer.start();
-    nc = await connect({ servers: server.url });
-  });
-
-  afterAll(async () => {
-    await nc?.close();
-    await server?.stop();
-  });
+  const env = useNatsServer();
 
   it('serves lookups of published events and exits 0 on SIGTERM after acking them', async () => {
     const serve = new ServeProcess([
-      '--nats', server.url, '--namespace', 'cli', '--component', 'backend', '--shards', '1', '--block-size', '4',
+      '--nats', env.server.url, '--namespace', 'cli', '--component', 'backend', '--shards', '1', '--block-size', '4',
       '--consumer', 'serve-test', '--keep-consumer',
     ]);
     try {
@@ -109,13 +97,13 @@ describe.skipIf(!installed)('kvindex serve', () => {
         workerId: worker,
         event: { eventId: 0n, data: { type: 'stored', parentHash: null, blocks: Array.from(local.subarray(0, n), (tokensHash, i) => ({ blockHash: seq[i]!, tokensHash })) } },
       });
-      const pub = await KvEventPublisher.connect({ namespace: 'cli', component: 'backend', connection: nc });
+      const pub = await KvEventPublisher.connect({ namespace: 'cli', component: 'backend', connection: env.nc });
       const { lastSeq } = await pub.publishAll([stored(7587889975016782855n, 3), stored(9007199254740993n, 1)]);
 
-      let reply = await requestFindMatches(nc, names.querySubject, { tokens });
+      let reply = await requestFindMatches(env.nc, names.querySubject, { tokens });
       for (let i = 0; i < 100 && (reply.streamSeq ?? 0) < lastSeq; i++) {
         await new Promise((r) => setTimeout(r, 50));
-        reply = await requestFindMatches(nc, names.querySubject, { tokens });
+        reply = await requestFindMatches(env.nc, names.querySubject, { tokens });
       }
       expect(reply.streamSeq).toBe(lastSeq);
       expect(new Map(reply.scores)).toEqual(new Map([[7587889975016782855n, 3], [9007199254740993n, 1]]));
@@ -123,7 +111,7 @@ describe.skipIf(!installed)('kvindex serve', () => {
       serve.signal('SIGTERM');
       expect(await serve.exited).toBe(0);
       expect(serve.lines.find((l) => l.msg === 'kvindex serve stopped')).toMatchObject({ applied: 2, lastAppliedSeq: lastSeq });
-      const ci = await (await nc.jetstreamManager()).consumers.info(names.stream, 'serve-test');
+      const ci = await (await env.nc.jetstreamManager()).consumers.info(names.stream, 'serve-test');
       expect(ci.ack_floor.stream_seq).toBe(lastSeq);
     } finally {
       serve.signal('SIGKILL');

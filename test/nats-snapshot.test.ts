@@ -7,8 +7,8 @@
 
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { AckPolicy, connect, type JetStreamManager, type NatsConnection } from 'nats';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AckPolicy, type JetStreamManager } from 'nats';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { kvNames } from '../src/nats/names.js';
 import { KvEventPublisher } from '../src/nats/publisher.js';
 import { lowestAckFloor } from '../src/nats/snapshot.js';
@@ -20,7 +20,7 @@ import { readWorkload } from '../src/trace/workload.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { dumpTuples, sortedScores } from './support/compare.js';
 import { generateStream } from './support/event-gen.js';
-import { NATS_SKIP_MESSAGE, NatsServer, natsServerInstalled } from './support/nats-server.js';
+import { NATS_SKIP_MESSAGE, natsServerInstalled, useNatsServer } from './support/nats-server.js';
 
 const installed = natsServerInstalled();
 if (!installed) console.warn(NATS_SKIP_MESSAGE);
@@ -46,32 +46,24 @@ async function workloadSlice(lines: number): Promise<{ events: RouterEvent[]; qu
 }
 
 describe.skipIf(!installed)('snapshots', () => {
-  let server: NatsServer;
-  let nc: NatsConnection;
+  const env = useNatsServer();
   let jsm: JetStreamManager;
 
   beforeAll(async () => {
-    server = await NatsServer.start();
-    nc = await connect({ servers: server.url });
-    jsm = await nc.jetstreamManager();
-  });
-
-  afterAll(async () => {
-    await nc?.close();
-    await server?.stop();
+    jsm = await env.nc.jetstreamManager();
   });
 
   it(`router 2 starts from router 1's snapshot plus the stream; dumps and scores agree (${hasWorkload ? 'workload slice' : 'generated events: ../shared absent'})`, async () => {
     const { events, queries } = await workloadSlice(3000);
     const cut = Math.floor(events.length * 0.6);
     const names = kvNames('cycle', 'backend');
-    const pub = await KvEventPublisher.connect({ namespace: 'cycle', component: 'backend', connection: nc });
+    const pub = await KvEventPublisher.connect({ namespace: 'cycle', component: 'backend', connection: env.nc });
     const ix1 = await ShardedIndexer.create({ shards: 2, blockSize: 64 });
     const r1 = await KvEventSubscriber.start({
       indexer: ix1,
       namespace: 'cycle',
       component: 'backend',
-      connection: nc,
+      connection: env.nc,
       snapshotThreshold: 200,
       snapshotIntervalMs: 100,
     });
@@ -88,7 +80,7 @@ describe.skipIf(!installed)('snapshots', () => {
       expect(purgedTo).toBeGreaterThan(0);
 
       ix2 = await ShardedIndexer.create({ shards: 2, blockSize: 64 });
-      r2 = await KvEventSubscriber.start({ indexer: ix2, namespace: 'cycle', component: 'backend', connection: nc });
+      r2 = await KvEventSubscriber.start({ indexer: ix2, namespace: 'cycle', component: 'backend', connection: env.nc });
       expect(r2.restored.outcome).toBe('restored');
       expect(r2.restored.events).toBeGreaterThan(0);
       // The snapshot covers at least what was purged, so router 2 needs nothing that is gone.
@@ -112,10 +104,10 @@ describe.skipIf(!installed)('snapshots', () => {
     const { events } = await workloadSlice(1000);
     expect(events.length).toBeGreaterThanOrEqual(300);
     const names = kvNames('cap', 'backend');
-    const pub = await KvEventPublisher.connect({ namespace: 'cap', component: 'backend', connection: nc });
+    const pub = await KvEventPublisher.connect({ namespace: 'cap', component: 'backend', connection: env.nc });
     const ix = await ShardedIndexer.create({ shards: 0, blockSize: 64 });
-    const router = await KvEventSubscriber.start({ indexer: ix, namespace: 'cap', component: 'backend', connection: nc, keepConsumer: true });
-    const js = nc.jetstream();
+    const router = await KvEventSubscriber.start({ indexer: ix, namespace: 'cap', component: 'backend', connection: env.nc, keepConsumer: true });
+    const js = env.nc.jetstream();
     let ix2: ShardedIndexer | null = null;
     let r2: KvEventSubscriber | null = null;
     try {
@@ -153,7 +145,7 @@ describe.skipIf(!installed)('snapshots', () => {
 
       // Snapshot + what is left of the stream is the whole history.
       ix2 = await ShardedIndexer.create({ shards: 0, blockSize: 64 });
-      r2 = await KvEventSubscriber.start({ indexer: ix2, namespace: 'cap', component: 'backend', connection: nc });
+      r2 = await KvEventSubscriber.start({ indexer: ix2, namespace: 'cap', component: 'backend', connection: env.nc });
       expect(r2.restored).toMatchObject({ outcome: 'restored', resumeAfter: a.lastSeq });
       await r2.waitForSeq(c.lastSeq);
       expect(dumpTuples(await ix2.dumpEvents())).toEqual(dumpTuples(reference.dumpEvents()));
@@ -172,14 +164,14 @@ describe.skipIf(!installed)('snapshots', () => {
     const tail = events.slice(60);
     const reference = new RadixTree();
     for (const e of head) reference.applyEvent(e);
-    const js = nc.jetstream();
+    const js = env.nc.jetstream();
     const os = await js.views.os(names.bucket);
     await os.putBlob({ name: names.snapshotKey }, encodeSnapshot(reference.dumpEvents(), 'bincode'));
     for (const e of tail) reference.applyEvent(e);
-    const pub = await KvEventPublisher.connect({ namespace: 'dynamo-snap', component: 'backend', connection: nc });
+    const pub = await KvEventPublisher.connect({ namespace: 'dynamo-snap', component: 'backend', connection: env.nc });
     const { lastSeq } = await pub.publishAll(tail);
     const ix = await ShardedIndexer.create({ shards: 0, blockSize: 64 });
-    const router = await KvEventSubscriber.start({ indexer: ix, namespace: 'dynamo-snap', component: 'backend', connection: nc });
+    const router = await KvEventSubscriber.start({ indexer: ix, namespace: 'dynamo-snap', component: 'backend', connection: env.nc });
     try {
       expect(router.restored).toMatchObject({ outcome: 'restored', resumeAfter: 0, events: reference.dumpEvents().length > 0 ? expect.any(Number) : 0 });
       await router.waitForSeq(lastSeq);
@@ -194,12 +186,12 @@ describe.skipIf(!installed)('snapshots', () => {
   it('resetStates purges the stream and deletes the bucket instead of loading', async () => {
     const { events } = await workloadSlice(200);
     const names = kvNames('reset', 'backend');
-    const pub = await KvEventPublisher.connect({ namespace: 'reset', component: 'backend', connection: nc });
+    const pub = await KvEventPublisher.connect({ namespace: 'reset', component: 'backend', connection: env.nc });
     await pub.publishAll(events);
-    const os = await nc.jetstream().views.os(names.bucket);
+    const os = await env.nc.jetstream().views.os(names.bucket);
     await os.putBlob({ name: names.snapshotKey }, encodeSnapshot(events.slice(0, 5), 'bincode'));
     const ix = await ShardedIndexer.create({ shards: 0, blockSize: 64 });
-    const router = await KvEventSubscriber.start({ indexer: ix, namespace: 'reset', component: 'backend', connection: nc, resetStates: true });
+    const router = await KvEventSubscriber.start({ indexer: ix, namespace: 'reset', component: 'backend', connection: env.nc, resetStates: true });
     try {
       expect(router.restored.outcome).toBe('reset');
       expect((await jsm.streams.info(names.stream)).state.messages).toBe(0);

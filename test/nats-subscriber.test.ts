@@ -4,8 +4,7 @@
  * messages are skipped, counted and acked; the findMatches request/reply service.
  */
 
-import { connect, type NatsConnection } from 'nats';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { computeBlockHashes, computeSequenceHashes } from '../src/hash/block-hash.js';
 import { NatsErrorCode } from '../src/nats/errors.js';
 import { kvNames } from '../src/nats/names.js';
@@ -18,24 +17,13 @@ import { ShardedIndexer } from '../src/shard/sharded-indexer.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { dumpTuples, sortedScores } from './support/compare.js';
 import { generateStream } from './support/event-gen.js';
-import { NATS_SKIP_MESSAGE, NatsServer, natsServerInstalled } from './support/nats-server.js';
+import { NATS_SKIP_MESSAGE, natsServerInstalled, useNatsServer } from './support/nats-server.js';
 
 const installed = natsServerInstalled();
 if (!installed) console.warn(NATS_SKIP_MESSAGE);
 
 describe.skipIf(!installed)('KvEventSubscriber', () => {
-  let server: NatsServer;
-  let nc: NatsConnection;
-
-  beforeAll(async () => {
-    server = await NatsServer.start();
-    nc = await connect({ servers: server.url });
-  });
-
-  afterAll(async () => {
-    await nc?.close();
-    await server?.stop();
-  });
+  const env = useNatsServer();
 
   it('applies published events: two routers equal in-process indexers fed the same events', async () => {
     const stream = generateStream(11, 3000);
@@ -50,10 +38,10 @@ describe.skipIf(!installed)('KvEventSubscriber', () => {
 
     const inThread = await ShardedIndexer.create({ shards: 0, blockSize: 4 });
     const sharded = await ShardedIndexer.create({ shards: 2, blockSize: 4 });
-    const pub = await KvEventPublisher.connect({ namespace: 'apply', component: 'backend', servers: server.url });
+    const pub = await KvEventPublisher.connect({ namespace: 'apply', component: 'backend', servers: env.server.url });
     const subs = [
-      await KvEventSubscriber.start({ indexer: inThread, namespace: 'apply', component: 'backend', servers: server.url }),
-      await KvEventSubscriber.start({ indexer: sharded, namespace: 'apply', component: 'backend', servers: server.url, batchMessages: 100 }),
+      await KvEventSubscriber.start({ indexer: inThread, namespace: 'apply', component: 'backend', servers: env.server.url }),
+      await KvEventSubscriber.start({ indexer: sharded, namespace: 'apply', component: 'backend', servers: env.server.url, batchMessages: 100 }),
     ];
     try {
       const { count, lastSeq } = await pub.publishAll(events);
@@ -86,8 +74,8 @@ describe.skipIf(!installed)('KvEventSubscriber', () => {
     const texts = events.map(formatRouterEvent);
     const ns = `malformed${shards}`;
     const indexer = await ShardedIndexer.create({ shards, blockSize: 4 });
-    const pub = await KvEventPublisher.connect({ namespace: ns, component: 'backend', connection: nc });
-    const sub = await KvEventSubscriber.start({ indexer, namespace: ns, component: 'backend', connection: nc, keepConsumer: true, parseInShards });
+    const pub = await KvEventPublisher.connect({ namespace: ns, component: 'backend', connection: env.nc });
+    const sub = await KvEventSubscriber.start({ indexer, namespace: ns, component: 'backend', connection: env.nc, keepConsumer: true, parseInShards });
     try {
       await pub.publishRaw(texts[0]!);
       await pub.publishRaw('not json at all');
@@ -103,7 +91,7 @@ describe.skipIf(!installed)('KvEventSubscriber', () => {
       reference.applyEvent(events[2]!);
       expect(dumpTuples(await indexer.dumpEvents())).toEqual(dumpTuples(reference.dumpEvents()));
       // Everything is acked, the malformed messages included: they do not hold the stream back.
-      const jsm = await nc.jetstreamManager();
+      const jsm = await env.nc.jetstreamManager();
       await eventually(async () => {
         const ci = await jsm.consumers.info(sub.names.stream, sub.consumerName);
         expect(ci.ack_floor.stream_seq).toBe(last);
@@ -123,26 +111,26 @@ describe.skipIf(!installed)('KvEventSubscriber', () => {
     const worker = 7587889975016782855n;
     const indexer = await ShardedIndexer.create({ shards: 1, blockSize });
     const names = kvNames('query', 'backend');
-    const sub = await KvEventSubscriber.start({ indexer, namespace: 'query', component: 'backend', connection: nc });
-    const service = KvQueryService.start(nc, indexer, names.querySubject, { appliedSeq: () => sub.lastAppliedSeq });
-    const pub = await KvEventPublisher.connect({ namespace: 'query', component: 'backend', connection: nc });
+    const sub = await KvEventSubscriber.start({ indexer, namespace: 'query', component: 'backend', connection: env.nc });
+    const service = KvQueryService.start(env.nc, indexer, names.querySubject, { appliedSeq: () => sub.lastAppliedSeq });
+    const pub = await KvEventPublisher.connect({ namespace: 'query', component: 'backend', connection: env.nc });
     try {
       const last = await pub.publish({
         workerId: worker,
         event: { eventId: 0n, data: { type: 'stored', parentHash: null, blocks: Array.from(local.subarray(0, 3), (tokensHash, i) => ({ blockHash: seq[i]!, tokensHash })) } },
       });
       await sub.waitForSeq(last);
-      const byTokens = await requestFindMatches(nc, names.querySubject, { tokens });
+      const byTokens = await requestFindMatches(env.nc, names.querySubject, { tokens });
       expect([...byTokens.scores]).toEqual([[worker, 3]]);
       expect(byTokens.streamSeq).toBe(last);
-      const byHashes = await requestFindMatches(nc, names.querySubject, { hashes: Array.from(local.subarray(0, 2)) });
+      const byHashes = await requestFindMatches(env.nc, names.querySubject, { hashes: Array.from(local.subarray(0, 2)) });
       expect([...byHashes.scores]).toEqual([[worker, 2]]);
       // Raw JSON: integer hashes read losslessly, worker ids as string keys.
-      const raw = await nc.request(names.querySubject, new TextEncoder().encode(`{"hashes":[${local[0]},"${local[1]}"]}`));
+      const raw = await env.nc.request(names.querySubject, new TextEncoder().encode(`{"hashes":[${local[0]},"${local[1]}"]}`));
       expect(new TextDecoder().decode(raw.data)).toBe(`{"scores":{"${worker}":2},"frequencies":[],"stream_seq":${last}}`);
-      const badReply = await nc.request(names.querySubject, new TextEncoder().encode('{"hashes":["-1"]}'));
+      const badReply = await env.nc.request(names.querySubject, new TextEncoder().encode('{"hashes":["-1"]}'));
       expect(JSON.parse(new TextDecoder().decode(badReply.data))).toMatchObject({ error: { code: NatsErrorCode.BadQuery } });
-      await expect(requestFindMatches(nc, names.querySubject, { tokens: [2 ** 32] })).rejects.toMatchObject({ code: NatsErrorCode.BadQuery });
+      await expect(requestFindMatches(env.nc, names.querySubject, { tokens: [2 ** 32] })).rejects.toMatchObject({ code: NatsErrorCode.BadQuery });
       expect(service.stats()).toEqual({ served: 3, failed: 2 });
     } finally {
       await service.stop();
@@ -162,9 +150,9 @@ describe.skipIf(!installed)('KvEventSubscriber', () => {
     const [block] = computeSequenceHashes(computeBlockHashes(tokens, blockSize));
     const indexer = await ShardedIndexer.create({ shards: 2, blockSize });
     const names = kvNames('seqrace', 'backend');
-    const pub = await KvEventPublisher.connect({ namespace: 'seqrace', component: 'backend', connection: nc });
-    const sub = await KvEventSubscriber.start({ indexer, namespace: 'seqrace', component: 'backend', connection: nc });
-    const service = KvQueryService.start(nc, indexer, names.querySubject, { appliedSeq: () => sub.lastAppliedSeq });
+    const pub = await KvEventPublisher.connect({ namespace: 'seqrace', component: 'backend', connection: env.nc });
+    const sub = await KvEventSubscriber.start({ indexer, namespace: 'seqrace', component: 'backend', connection: env.nc });
+    const service = KvQueryService.start(env.nc, indexer, names.querySubject, { appliedSeq: () => sub.lastAppliedSeq });
     const events = 500;
     let published = false;
     let checked = 0;
@@ -181,13 +169,13 @@ describe.skipIf(!installed)('KvEventSubscriber', () => {
       const base = sub.lastAppliedSeq;
       const query = async (): Promise<void> => {
         while (!published || sub.lastAppliedSeq < base + events) {
-          const reply = await requestFindMatches(nc, names.querySubject, { tokens });
+          const reply = await requestFindMatches(env.nc, names.querySubject, { tokens });
           expect(reply.scores.size).toBeGreaterThanOrEqual((reply.streamSeq ?? 0) - base);
           checked++;
         }
       };
       await Promise.all([publishing, query(), query(), query(), query()]);
-      const last = await requestFindMatches(nc, names.querySubject, { tokens });
+      const last = await requestFindMatches(env.nc, names.querySubject, { tokens });
       expect(last.scores.size).toBe(events);
       expect(checked).toBeGreaterThan(1);
     } finally {
@@ -200,8 +188,8 @@ describe.skipIf(!installed)('KvEventSubscriber', () => {
   it('stops with the indexer error when a shard thread dies, and still cleans up on close', async () => {
     const [a, b] = sampleEvents();
     const indexer = await ShardedIndexer.create({ shards: 1, blockSize: 4 });
-    const pub = await KvEventPublisher.connect({ namespace: 'fatal', component: 'backend', connection: nc });
-    const sub = await KvEventSubscriber.start({ indexer, namespace: 'fatal', component: 'backend', connection: nc });
+    const pub = await KvEventPublisher.connect({ namespace: 'fatal', component: 'backend', connection: env.nc });
+    const sub = await KvEventSubscriber.start({ indexer, namespace: 'fatal', component: 'backend', connection: env.nc });
     try {
       await sub.waitForSeq(await pub.publish(a!));
       await indexer.testKillShard(0);
@@ -209,7 +197,7 @@ describe.skipIf(!installed)('KvEventSubscriber', () => {
       expect(await sub.whenStopped()).toMatchObject({ code: 'KVX_SHARD_FAILED' });
       await sub.close();
       await expect(pending).rejects.toThrow(/not applied|closed/);
-      const jsm = await nc.jetstreamManager();
+      const jsm = await env.nc.jetstreamManager();
       await expect(jsm.consumers.info(sub.names.stream, sub.consumerName)).rejects.toThrow(/consumer not found/);
     } finally {
       await sub.close();
@@ -220,11 +208,11 @@ describe.skipIf(!installed)('KvEventSubscriber', () => {
   it('rejects bad options with KVX_INVALID_OPTION before connecting', async () => {
     const indexer = await ShardedIndexer.create({ shards: 0, blockSize: 4 });
     try {
-      await expect(KvEventSubscriber.start({ indexer, namespace: '', component: 'b', connection: nc })).rejects.toMatchObject({ code: 'KVX_INVALID_OPTION' });
-      await expect(KvEventSubscriber.start({ indexer, namespace: 'a', component: 'b', connection: nc, batchMessages: 0 })).rejects.toMatchObject({
+      await expect(KvEventSubscriber.start({ indexer, namespace: '', component: 'b', connection: env.nc })).rejects.toMatchObject({ code: 'KVX_INVALID_OPTION' });
+      await expect(KvEventSubscriber.start({ indexer, namespace: 'a', component: 'b', connection: env.nc, batchMessages: 0 })).rejects.toMatchObject({
         code: 'KVX_INVALID_OPTION',
       });
-      await expect(KvEventSubscriber.start({ indexer, namespace: 'a', component: 'b', connection: nc, encoding: 'json' as never })).rejects.toMatchObject({
+      await expect(KvEventSubscriber.start({ indexer, namespace: 'a', component: 'b', connection: env.nc, encoding: 'json' as never })).rejects.toMatchObject({
         code: 'KVX_INVALID_OPTION',
       });
     } finally {

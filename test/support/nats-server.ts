@@ -10,6 +10,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { connect, type NatsConnection } from 'nats';
+import { afterAll, beforeAll } from 'vitest';
 
 /** True when a `nats-server` binary is on PATH (CI installs Debian's package). */
 export function natsServerInstalled(): boolean {
@@ -125,4 +127,39 @@ function acceptsConnections(port: number): Promise<boolean> {
 
 function delay(ms: number): Promise<void> {
   return new Promise((res) => setTimeout(res, ms));
+}
+
+/** A server and a client connection shared by the tests of one `describe` block. */
+export interface NatsTestEnv {
+  readonly server: NatsServer;
+  readonly nc: NatsConnection;
+}
+
+/**
+ * Starts a server and connects a client before the block's tests, and closes both after them.
+ * Call it inside the `describe` callback; read the fields inside tests (they are set by then).
+ */
+export function useNatsServer(): NatsTestEnv {
+  let server: NatsServer | null = null;
+  let nc: NatsConnection | null = null;
+  beforeAll(async () => {
+    server = await NatsServer.start();
+    nc = await connect({ servers: server.url });
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await server?.stop();
+  });
+  const started = <T>(v: T | null): T => {
+    if (v === null) throw new Error('useNatsServer: read its fields inside a test, after beforeAll');
+    return v;
+  };
+  return {
+    get server() {
+      return started(server);
+    },
+    get nc() {
+      return started(nc);
+    },
+  };
 }
