@@ -88,6 +88,42 @@ describe('parseRouterEvent: reference examples', () => {
   });
 });
 
+describe('parseU64Array: every digit count', () => {
+  // The scanner reads runs of four digits at once: every length from 1 to 25 digits, each digit
+  // value in each position, a non-digit right after a run, and the u64 boundary.
+  it('reads 1..20 digit numbers exactly and rejects 21+ digits as above 2^64-1', () => {
+    for (let len = 1; len <= 25; len++) {
+      for (const lead of ['1', '9']) {
+        for (const fill of ['0', '5', '9']) {
+          const text = lead + fill.repeat(len - 1);
+          const v = BigInt(text);
+          if (v <= U64_MAX) expect(parseU64Array(`[${text},${text}]`)).toStrictEqual(new BigUint64Array([v, v]));
+          else expect(() => parseU64Array(`[${text}]`)).toThrow(/above 2\^64-1/);
+        }
+      }
+    }
+    for (let i = 0; i < 2000; i++) {
+      const v = (BigInt(i) * 0x9e3779b97f4a7c15n + 0x1234567n) & U64_MAX;
+      const shifted = v >> BigInt(i % 64);
+      expect(parseU64Array(`[${shifted}]`)[0]).toBe(shifted);
+    }
+    expect(() => parseU64Array('[18446744073709551616]')).toThrow(/above 2\^64-1/);
+    expect(() => parseU64Array('[99999999999999999999]')).toThrow(/above 2\^64-1/);
+  });
+
+  it('stops a run of digits at every kind of following byte', () => {
+    for (const after of [':', '/', '.', 'e', 'E', ' ', ']', 'a', '\u00ff']) {
+      for (let len = 1; len <= 20; len++) {
+        const digits = '1' + '7'.repeat(len - 1); // 20 digits stay under 2^64
+        const text = `[${digits}${after}`;
+        if (after === ']') expect(parseU64Array(text)[0]).toBe(BigInt(digits));
+        else if (after === ' ') expect(parseU64Array(`${text}]`)[0]).toBe(BigInt(digits));
+        else expect(() => parseU64Array(`${text}1]`)).toThrow(EventParseError);
+      }
+    }
+  });
+});
+
 describe('parseRouterEvent: u64 values', () => {
   const cases: Array<[string, bigint]> = [
     ['0', 0n],
