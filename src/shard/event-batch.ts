@@ -13,6 +13,7 @@ import { U64_MAX, type ApplyStatus, type RouterEvent } from '../protocol/types.j
 import { assertRouterEvent } from '../protocol/validate.js';
 import { u64FromHalves } from '../protocol/u64-text.js';
 import type { RadixTree } from '../tree/radix-tree.js';
+import { BufferPool } from './buffer-pool.js';
 
 export const REC_STORED = 0;
 export const REC_REMOVED = 1;
@@ -22,8 +23,7 @@ export const REC_REMOVE_WORKER = 3;
 /** Thrown inside `write` when a check fails; `push` turns it into the precise error. */
 const INVALID = new Error('invalid event');
 
-/** Spare buffers kept for reuse, and the largest kept (4 MiB). */
-const MAX_SPARES = 4;
+/** The largest buffer kept for reuse (4 MiB). */
 const MAX_SPARE_WORDS = 1 << 20;
 
 const big = new BigUint64Array(1);
@@ -33,8 +33,7 @@ const halves = new Uint32Array(big.buffer);
 export class EventBatchWriter {
   private buf: Uint32Array;
   private pos = 0;
-  private readonly spares: ArrayBuffer[] = [];
-  private returning = 0;
+  private readonly pool: BufferPool;
   /** Events (records) in the current batch. */
   events = 0;
   /** Blocks (stored + removed hashes) in the current batch. */
@@ -42,6 +41,7 @@ export class EventBatchWriter {
 
   constructor(private readonly initialWords = 16 * 1024) {
     this.buf = new Uint32Array(initialWords);
+    this.pool = new BufferPool(initialWords * 4, MAX_SPARE_WORDS * 4);
   }
 
   get words(): number {
@@ -135,6 +135,52 @@ export class EventBatchWriter {
     }
   }
 
+  /**
+   * Appends a Stored record from words already checked (json-words.ts): `n` blocks as
+   * (bLo, bHi, tLo, tHi) at `words[0 ..]`.
+   */
+  pushStoredWords(wLo: number, wHi: number, hasParent: boolean, pLo: number, pHi: number, words: Uint32Array, n: number): void {
+    this.reserve(7 + 4 * n);
+    const b = this.buf;
+    let p = this.pos;
+    b[p] = REC_STORED;
+    b[p + 1] = wLo;
+    b[p + 2] = wHi;
+    b[p + 3] = hasParent ? 1 : 0;
+    b[p + 4] = hasParent ? pLo : 0;
+    b[p + 5] = hasParent ? pHi : 0;
+    b[p + 6] = n;
+    p += 7;
+    b.set(words.subarray(0, 4 * n), p);
+    this.pos = p + 4 * n;
+    this.blocks += n;
+    this.events++;
+  }
+
+  /** Appends a Removed record from words already checked: `n` hashes as (lo, hi). */
+  pushRemovedWords(wLo: number, wHi: number, words: Uint32Array, n: number): void {
+    this.reserve(4 + 2 * n);
+    const b = this.buf;
+    const p = this.pos;
+    b[p] = REC_REMOVED;
+    b[p + 1] = wLo;
+    b[p + 2] = wHi;
+    b[p + 3] = n;
+    b.set(words.subarray(0, 2 * n), p + 4);
+    this.pos = p + 4 + 2 * n;
+    this.blocks += n;
+    this.events++;
+  }
+
+  /** Appends a Cleared record. */
+  pushClearedWords(wLo: number, wHi: number): void {
+    this.reserve(3);
+    this.buf[this.pos++] = REC_CLEARED;
+    this.buf[this.pos++] = wLo;
+    this.buf[this.pos++] = wHi;
+    this.events++;
+  }
+
   pushRemoveWorker(workerId: bigint): void {
     this.reserve(3);
     this.buf[this.pos++] = REC_REMOVE_WORKER;
@@ -142,29 +188,21 @@ export class EventBatchWriter {
     this.events++;
   }
 
-  /**
-   * Whether the batch just taken should come back for reuse (then `recycle` it): only while
-   * spares plus buffers on their way back stay under a few. Asking for every buffer back
-   * measured slower: in a burst, the surplus is freed by the main thread's heap, which is
-   * large in a router, where the shard's small heap frees it at little cost.
-   */
+  /** Whether the batch just taken should come back for reuse (see BufferPool). */
   askBack(): boolean {
-    if (this.spares.length + this.returning >= MAX_SPARES) return false;
-    this.returning++;
-    return true;
+    return this.pool.askBack();
   }
 
-  /** Takes back a buffer that `askBack` asked for; one grown by a huge event is let go. */
+  /** Takes back a buffer that `askBack` asked for. */
   recycle(buffer: ArrayBuffer): void {
-    if (this.returning > 0) this.returning--;
-    if (buffer.byteLength >= this.initialWords * 4 && buffer.byteLength <= MAX_SPARE_WORDS * 4) this.spares.push(buffer);
+    this.pool.recycle(buffer);
   }
 
   /** The filled words (a view on a buffer the caller may transfer); resets the writer. */
   take(): Uint32Array {
     const out = this.buf.subarray(0, this.pos);
-    const spare = this.spares.pop();
-    this.buf = spare !== undefined ? new Uint32Array(spare) : new Uint32Array(Math.max(this.initialWords, Math.min(this.pos, MAX_SPARE_WORDS)));
+    const spare = this.pool.take();
+    this.buf = spare !== null ? new Uint32Array(spare) : new Uint32Array(Math.max(this.initialWords, Math.min(this.pos, MAX_SPARE_WORDS)));
     this.pos = 0;
     this.events = 0;
     this.blocks = 0;

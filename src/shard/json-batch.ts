@@ -1,12 +1,19 @@
 /**
  * Batches of raw JSON events for the shard that owns their worker: the calling thread reads only
- * the worker id (serde writes it first: `{"worker_id":N,`), the shard parses the rest. Parsing
- * measured ~170 ns per block on the conversation workload, about half the cost of applying the
- * block, so leaving it on the calling thread would cap ingestion from NATS or files at one
- * core (bench/shard.bench.ts compares both paths).
+ * the worker id (serde writes it first: `{"worker_id":N,`), the shard parses the rest, straight
+ * into batch words when the text has serde's canonical layout (json-words.ts). Parsing to event
+ * objects measured ~170 ns per block on the conversation workload, about half the cost of
+ * applying the block (bench/shard.bench.ts compares parsing on the calling thread with parsing
+ * in the shards).
  */
 import { parseRouterEvent } from '../protocol/json-parse.js';
-import type { RouterEvent } from '../protocol/types.js';
+import { BufferPool } from './buffer-pool.js';
+import type { EventBatchWriter } from './event-batch.js';
+import type { JsonEventEncoder } from './json-words.js';
+
+/** Text buffer sizes: the initial one, and the largest kept for reuse. */
+const MIN_BYTES = 256 * 1024;
+const MAX_BYTES = 8 << 20;
 
 const PREFIX = [0x7b, 0x22, 0x77, 0x6f, 0x72, 0x6b, 0x65, 0x72, 0x5f, 0x69, 0x64, 0x22, 0x3a]; // {"worker_id":
 
@@ -37,7 +44,8 @@ export function peekWorkerId(bytes: Uint8Array): bigint | null {
 
 /** Concatenated event texts plus their end offsets; `take()` hands both over for transfer. */
 export class JsonBatchWriter {
-  private buf = new Uint8Array(256 * 1024);
+  private buf = new Uint8Array(MIN_BYTES);
+  private readonly pool = new BufferPool(MIN_BYTES, MAX_BYTES);
   private pos = 0;
   private ends: number[] = [];
   private tags: number[] = [];
@@ -65,9 +73,20 @@ export class JsonBatchWriter {
     this.tags.push(tag);
   }
 
+  /** Whether the batch just taken should come back for reuse (see BufferPool). */
+  askBack(): boolean {
+    return this.pool.askBack();
+  }
+
+  /** Takes back a text buffer that `askBack` asked for. */
+  recycle(buffer: ArrayBuffer): void {
+    this.pool.recycle(buffer);
+  }
+
   take(): { bytes: Uint8Array; ends: Uint32Array; tags: Float64Array } {
     const out = { bytes: this.buf.subarray(0, this.pos), ends: Uint32Array.from(this.ends), tags: Float64Array.from(this.tags) };
-    this.buf = new Uint8Array(Math.max(256 * 1024, Math.min(this.pos, 8 << 20)));
+    const spare = this.pool.take();
+    this.buf = spare !== null ? new Uint8Array(spare) : new Uint8Array(Math.max(MIN_BYTES, Math.min(this.pos, MAX_BYTES)));
     this.pos = 0;
     this.ends = [];
     this.tags = [];
@@ -75,21 +94,25 @@ export class JsonBatchWriter {
   }
 }
 
-/** Parses each event of a batch; `onEvent` gets the valid ones, `onError` the failures in order. */
-export function forEachJsonEvent(
-  bytes: Uint8Array, ends: Uint32Array,
-  onEvent: (e: RouterEvent) => void, onError: (err: unknown, index: number) => void,
+/**
+ * Encodes each event of a JSON batch into `writer`: the canonical layout through `encoder`
+ * (no event object), anything else through `parseRouterEvent`. A malformed event writes
+ * nothing and goes to `onError` with its index; the others keep their order.
+ */
+export function encodeJsonBatch(
+  bytes: Uint8Array, ends: Uint32Array, encoder: JsonEventEncoder, writer: EventBatchWriter,
+  onError: (err: unknown, index: number) => void,
 ): void {
   let start = 0;
   for (let i = 0; i < ends.length; i++) {
     const end = ends[i]!;
-    let ev: RouterEvent | null = null;
-    try {
-      ev = parseRouterEvent(bytes.subarray(start, end));
-    } catch (err) {
-      onError(err, i);
+    if (!encoder.encode(bytes, start, end, writer)) {
+      try {
+        writer.push(parseRouterEvent(bytes.subarray(start, end)));
+      } catch (err) {
+        onError(err, i);
+      }
     }
-    if (ev !== null) onEvent(ev);
     start = end;
   }
 }

@@ -37,7 +37,7 @@ export type ToShard =
    * Raw serde-JSON events, parsed in the shard: `ends[i]` is where event i ends in `bytes`,
    * `tags[i]` the caller's tag for it (-1: none), returned with a rejection.
    */
-  | { t: 'json'; bytes: Uint8Array; ends: Uint32Array; tags: Float64Array }
+  | { t: 'json'; bytes: Uint8Array; ends: Uint32Array; tags: Float64Array; back: boolean }
   | ({ t: 'req'; id: number } & ShardRequest);
 
 export interface ShardStats {
@@ -77,9 +77,10 @@ export interface Rejected {
 export type FromShard =
   /**
    * A batch was applied; `rejected` lists the JSON events it could not parse (first few).
-   * `words` hands an event batch's buffer back (transferred) for the main thread to refill.
+   * `words` (an event batch's) or `json` (a JSON batch's text) hands the batch buffer back,
+   * transferred, for the main thread to refill.
    */
-  | { t: 'ack'; events: number; malformed: number; rejected: Rejected[]; words?: ArrayBuffer }
+  | { t: 'ack'; events: number; malformed: number; rejected: Rejected[]; words?: ArrayBuffer; json?: ArrayBuffer }
   | { t: 'res'; id: number; value: unknown }
   | { t: 'err'; id: number; code: string; message: string }
   /** The shard can no longer be trusted (a batch failed to apply): everything fails from now. */

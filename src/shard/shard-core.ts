@@ -6,8 +6,9 @@ import { ErrorCode, KvIndexError } from '../errors.js';
 import { copyBincodePart } from '../protocol/snapshot-merge.js';
 import { createSnapshotWriter, type SnapshotWriter } from '../protocol/snapshot-writer.js';
 import { RadixTree } from '../tree/radix-tree.js';
-import { applyBatch, emptyCounts, type StatusCounts } from './event-batch.js';
-import { forEachJsonEvent } from './json-batch.js';
+import { EventBatchWriter, applyBatch, emptyCounts, type StatusCounts } from './event-batch.js';
+import { encodeJsonBatch } from './json-batch.js';
+import { JsonEventEncoder } from './json-words.js';
 import { ReplyWriter } from './reply-board.js';
 import type { DumpPrepared, FindReply, FromShard, Rejected, ShardInit, ShardRequest, ShardStats, ToShard } from './messages.js';
 
@@ -25,6 +26,9 @@ export class ShardCore {
   private prepared: Uint8Array | null = null;
   private preparedDp = false;
   private readonly replies: ReplyWriter;
+  // JSON batches are encoded into these words, then applied as an event batch.
+  private readonly jsonEncoder = new JsonEventEncoder();
+  private readonly jsonWords = new EventBatchWriter();
 
   constructor(private readonly init: ShardInit, private readonly post: Post, private readonly exit: () => void) {
     this.tree = new RadixTree(init.expirationMs === null ? {} : { expirationMs: init.expirationMs });
@@ -58,7 +62,7 @@ export class ShardCore {
       return;
     }
     if (msg.t === 'json') {
-      this.applyJson(msg.bytes, msg.ends, msg.tags);
+      this.applyJson(msg.bytes, msg.ends, msg.tags, msg.back);
       return;
     }
     try {
@@ -83,19 +87,20 @@ export class ShardCore {
   }
 
   /** Parses and applies raw JSON events; malformed ones are counted and each reported, not fatal. */
-  private applyJson(bytes: Uint8Array, ends: Uint32Array, tags: Float64Array): void {
+  private applyJson(bytes: Uint8Array, ends: Uint32Array, tags: Float64Array, back: boolean): void {
     const rejected: Rejected[] = [];
     let malformed = 0;
     try {
-      forEachJsonEvent(
-        bytes, ends,
-        (ev) => this.counts[this.tree.applyEvent(ev)]++,
-        (err, index) => {
-          malformed++;
-          const e = err instanceof KvIndexError ? err : new KvIndexError(ErrorCode.InvalidJson, String(err));
-          rejected.push({ code: e.code, message: `shard ${this.init.shard}, event ${index} of a JSON batch: ${e.message}`, tag: tags[index] ?? -1 });
-        },
-      );
+      const w = this.jsonWords;
+      encodeJsonBatch(bytes, ends, this.jsonEncoder, w, (err, index) => {
+        malformed++;
+        const e = err instanceof KvIndexError ? err : new KvIndexError(ErrorCode.InvalidJson, String(err));
+        rejected.push({ code: e.code, message: `shard ${this.init.shard}, event ${index} of a JSON batch: ${e.message}`, tag: tags[index] ?? -1 });
+      });
+      const words = w.take();
+      this.checkTestHook(words);
+      applyBatch(this.tree, words, this.counts);
+      if (w.askBack()) w.recycle(words.buffer as ArrayBuffer); // the next JSON batch reuses it
     } catch (err) {
       this.failed = true;
       const e = err instanceof KvIndexError ? err : new KvIndexError(ErrorCode.ShardFailed, String(err), { cause: err });
@@ -103,7 +108,12 @@ export class ShardCore {
       return;
     }
     this.malformed += malformed;
-    this.post({ t: 'ack', events: ends.length, malformed, rejected });
+    if (back) {
+      const json = bytes.buffer as ArrayBuffer; // back to be refilled (see BufferPool)
+      this.post({ t: 'ack', events: ends.length, malformed, rejected, json }, [json]);
+    } else {
+      this.post({ t: 'ack', events: ends.length, malformed, rejected });
+    }
   }
 
   /** Serves a request outside the port (the piscina-task path of the channel benchmark). */

@@ -24,11 +24,11 @@ import { assertRouterEvent } from '../protocol/validate.js';
 import { RadixTree } from '../tree/radix-tree.js';
 import { EventBatchWriter, emptyCounts, type StatusCounts } from './event-batch.js';
 import { checkOptions, shardWorkerFile, type ShardedIndexerOptions } from './indexer-options.js';
-import type { DumpPrepared, FindReply, Rejected, ShardStats } from './messages.js';
+import type { DumpPrepared, FindReply, ShardStats } from './messages.js';
 import { JsonBatchWriter, peekWorkerId } from './json-batch.js';
 import { mergeScores, toU64Array } from './merge-scores.js';
 import { ReplyBoard } from './reply-board.js';
-import { ThreadShard } from './thread-shard.js';
+import { ThreadShard, type Ack } from './thread-shard.js';
 
 export type { ShardedIndexerOptions } from './indexer-options.js';
 
@@ -86,7 +86,7 @@ export class ShardedIndexer extends EventEmitter {
               failOnWorker: options.testFailOnWorker === undefined ? null : options.testFailOnWorker.toString(),
               board: ix.board!.shape,
             },
-            (events, rejected, words) => ix.onAck(i, events, rejected, words),
+            (ack) => ix.onAck(i, ack),
             (err) => ix.onShardFailed(err),
           ),
         ),
@@ -407,7 +407,7 @@ export class ShardedIndexer extends EventEmitter {
     const { bytes, ends, tags } = jw.take();
     this.queued -= events;
     this.inFlight += events;
-    this.threads[shard]!.sendJson(bytes, ends, tags);
+    this.threads[shard]!.sendJson(bytes, ends, tags, jw.askBack());
   }
 
   private send(shard: number): void {
@@ -420,10 +420,11 @@ export class ShardedIndexer extends EventEmitter {
     this.threads[shard]!.sendEvents(words, w.askBack());
   }
 
-  private onAck(shard: number, events: number, rejected: Rejected[], words: ArrayBuffer | undefined): void {
-    this.inFlight -= events;
-    if (words !== undefined) this.writers[shard]?.recycle(words);
-    for (const r of rejected) {
+  private onAck(shard: number, ack: Ack): void {
+    this.inFlight -= ack.events;
+    if (ack.words !== undefined) this.writers[shard]?.recycle(ack.words);
+    if (ack.json !== undefined) this.jsonWriters[shard]?.recycle(ack.json);
+    for (const r of ack.rejected) {
       const err = KvIndexError.fromData(r);
       const tag = r.tag >= 0 ? r.tag : undefined;
       this.logger?.warn({ code: err.code, tag }, err.message);

@@ -8,7 +8,10 @@
 import { MessageChannel } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import { ErrorCode, KvIndexError } from '../errors.js';
-import type { FromShard, Rejected, ShardInit, ShardRequest, ToShard } from './messages.js';
+import type { FromShard, ShardInit, ShardRequest, ToShard } from './messages.js';
+
+/** A shard's acknowledgement of one batch. */
+export type Ack = Extract<FromShard, { t: 'ack' }>;
 
 interface Pending {
   resolve: (value: unknown) => void;
@@ -27,7 +30,7 @@ export class ThreadShard {
   private constructor(
     readonly index: number,
     filename: string,
-    private readonly onAck: (events: number, rejected: Rejected[], words: ArrayBuffer | undefined) => void,
+    private readonly onAck: (ack: Ack) => void,
     private readonly onFail: (err: KvIndexError) => void,
   ) {
     // One thread, never recycled: the tree lives in it. atomics 'disabled' keeps the thread's
@@ -40,7 +43,7 @@ export class ThreadShard {
 
   static async start(
     index: number, filename: string, init: ShardInit,
-    onAck: (events: number, rejected: Rejected[], words: ArrayBuffer | undefined) => void, onFail: (err: KvIndexError) => void,
+    onAck: (ack: Ack) => void, onFail: (err: KvIndexError) => void,
   ): Promise<ThreadShard> {
     const shard = new ThreadShard(index, filename, onAck, onFail);
     const port = shard.channel.port2;
@@ -64,10 +67,10 @@ export class ThreadShard {
     this.channel.port1.postMessage(msg, [words.buffer as ArrayBuffer]);
   }
 
-  /** Sends a batch of raw JSON events, parsed by the shard; buffers are transferred. */
-  sendJson(bytes: Uint8Array, ends: Uint32Array, tags: Float64Array): void {
+  /** Sends a batch of raw JSON events, parsed by the shard; buffers are transferred (the text's handed back if `back`). */
+  sendJson(bytes: Uint8Array, ends: Uint32Array, tags: Float64Array, back: boolean): void {
     if (this.failure !== null) throw this.failure;
-    const msg: ToShard = { t: 'json', bytes, ends, tags };
+    const msg: ToShard = { t: 'json', bytes, ends, tags, back };
     this.channel.port1.postMessage(msg, [bytes.buffer as ArrayBuffer, ends.buffer as ArrayBuffer, tags.buffer as ArrayBuffer]);
   }
 
@@ -96,7 +99,7 @@ export class ThreadShard {
   private receive(msg: FromShard): void {
     switch (msg.t) {
       case 'ack':
-        this.onAck(msg.events, msg.rejected, msg.words);
+        this.onAck(msg);
         return;
       case 'res': {
         const p = this.pending.get(msg.id);
