@@ -73,15 +73,22 @@ async function ingest(w: LoadedWorkload, shards: number): Promise<number> {
   }
 }
 
-/** Events given as JSON bytes: parsed on the calling thread, or routed raw and parsed by shards. */
-async function ingestJson(w: LoadedWorkload, shards: number, inShards: boolean): Promise<number> {
+/**
+ * Events given as JSON bytes: parsed to objects on the calling thread then `applyEvent`
+ * ('objects'), parsed on the calling thread straight into batch words ('words'), or routed raw
+ * and parsed by the shards ('shards').
+ */
+type JsonPath = 'objects' | 'words' | 'shards';
+
+async function ingestJson(w: LoadedWorkload, shards: number, path: JsonPath): Promise<number> {
   const ix = await warmIndexer(w, shards);
   try {
     await quiesce();
     const t0 = performance.now();
     for (const op of w.ops) {
       if (op.kind !== 'event') continue;
-      if (inShards) ix.applyEventJson(op.json);
+      if (path === 'shards') ix.applyEventJson(op.json);
+      else if (path === 'words') ix.applyEventJsonOnCaller(op.json);
       else ix.applyEvent(parseRouterEvent(op.json));
       if (ix.needsDrain) await ix.drained();
     }
@@ -168,10 +175,15 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const jsonRows: SuiteResult['rows'] = [];
   for (const w of loaded) {
     let base = NaN;
-    const variants: Array<[number, boolean, string]> = [[0, false, 'parse on caller'], [2, false, 'parse on caller'], [2, true, 'applyEventJson: parse in shards']];
+    const variants: Array<[number, JsonPath, string]> = [
+      [0, 'objects', 'parseRouterEvent + applyEvent'],
+      [2, 'objects', 'parseRouterEvent + applyEvent'],
+      [2, 'words', 'applyEventJsonOnCaller: parse on caller into batch words'],
+      [2, 'shards', 'applyEventJson: parse in shards'],
+    ];
     const times = variants.map((): number[] => []);
     for (let r = 0; r < reps; r++) {
-      for (const [k, [shards, inShards]] of variants.entries()) times[k]!.push(await ingestJson(w, shards, inShards));
+      for (const [k, [shards, path]] of variants.entries()) times[k]!.push(await ingestJson(w, shards, path));
     }
     for (const [k, [shards, , path]] of variants.entries()) {
       const ms = median(times[k]!);
@@ -181,9 +193,10 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   }
   rows.push(...jsonRows.map((r) => ({ suite: 'shard-ingest-json', ...r })));
   sections.push(
-    '**Ingestion from JSON bytes** (each event as its serde-JSON text, as it arrives from NATS or a file): parsed on the calling ' +
-      'thread then `applyEvent`, or handed to `applyEventJson`, which reads only the worker id and lets the owning shard parse. ' +
-      `Median of ${reps}.\n\n${table(jsonRows)}`,
+    '**Ingestion from JSON bytes** (each event as its serde-JSON text, as it arrives from NATS or a file): parsed to event ' +
+      'objects on the calling thread then `applyEvent`; `applyEventJsonOnCaller`, which parses on the calling thread straight ' +
+      'into the shard\'s batch words (what the NATS subscriber does by default); or `applyEventJson`, which reads only the ' +
+      `worker id and lets the owning shard parse. Median of ${reps}, repetitions interleaving the paths.\n\n${table(jsonRows)}`,
   );
 
   // 2. Lookup latency on the final conversation tree.

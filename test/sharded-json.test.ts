@@ -1,11 +1,15 @@
-/** `applyEventJson`: raw serde-JSON events routed on the worker id and parsed in the shards. */
+/**
+ * `applyEventJson`: raw serde-JSON events routed on the worker id and parsed in the shards; and
+ * `applyEventJsonOnCaller`, parsed on the calling thread straight into the shard batches.
+ */
 import { afterEach, describe, expect, it } from 'vitest';
-import { ErrorCode, KvIndexError } from '../src/errors.js';
+import { ErrorCode, EventParseError, KvIndexError } from '../src/errors.js';
 import { formatRouterEvent } from '../src/protocol/json-format.js';
 import type { RouterEvent } from '../src/protocol/types.js';
 import { ShardedIndexer } from '../src/shard/sharded-indexer.js';
 import { peekWorkerId } from '../src/shard/json-batch.js';
-import { dumpTuples } from './support/compare.js';
+import { dumpTuples, sortedScores } from './support/compare.js';
+import { generateStream } from './support/event-gen.js';
 
 const W1 = 0xf694d99badb9f7c0n; // above 2^63: 20 decimal digits
 const enc = (s: string): Uint8Array => new TextEncoder().encode(s);
@@ -86,5 +90,40 @@ describe('applyEventJson', () => {
     const threaded = await make(2);
     expect(() => threaded.applyEventJson(enc('{"event":{},"worker_id":1}'))).toThrow(KvIndexError);
     expect((await threaded.stats()).reduce((n, s) => n + s.events.ok + s.malformed, 0)).toBe(0);
+  });
+});
+
+describe('applyEventJsonOnCaller', () => {
+  it('gives the same index as applyEvent for every event of a random stream, canonical or not', async () => {
+    const stream = generateStream(17, 3000);
+    const events = stream.ops.flatMap((op) => (op.kind === 'event' ? [op.event] : []));
+    for (const shards of [0, 2]) {
+      const viaText = await make(shards);
+      const viaObjects = await make(shards);
+      events.forEach((e, i) => {
+        const text = formatRouterEvent(e);
+        // Every fifth event in another layout (whitespace), which the fast path declines.
+        viaText.applyEventJsonOnCaller(enc(i % 5 === 4 ? text.replace('"event":', '"event": ') : text));
+        viaObjects.applyEvent(e);
+      });
+      expect(dumpTuples(await viaText.dumpEvents())).toEqual(dumpTuples(await viaObjects.dumpEvents()));
+      for (const doc of stream.docs.slice(0, 50)) expect(sortedScores(await viaText.findMatches(doc))).toEqual(sortedScores(await viaObjects.findMatches(doc)));
+      expect((await viaText.stats()).map((s) => s.events)).toEqual((await viaObjects.stats()).map((s) => s.events));
+    }
+  });
+
+  it('throws EventParseError on malformed text and changes nothing, a first event included', async () => {
+    const ix = await make(2);
+    ix.applyEventJsonOnCaller(enc(formatRouterEvent(chain(W1, 3, 0n))));
+    const bad = [
+      `{"worker_id":${W1},"event":{"event_id":1,"data":{"stored":{"parent_hash":null,"blocks":[{"block_hash":1`,
+      `{"worker_id":${W1},"event":{"event_id":1,"data":{"moved":{}}}}`,
+      `{"worker_id":${W1 + 1n},"event":{"event_id":1,"data":"cleared","dp_rank":-1}}`, // a new worker
+    ];
+    for (const b of bad) expect(() => ix.applyEventJsonOnCaller(enc(b))).toThrow(EventParseError);
+    const stats = await ix.stats();
+    expect(stats.map((s) => s.workers)).toEqual([1, 0]); // the malformed newcomer got no shard
+    expect(stats.reduce((n, s) => n + s.events.ok, 0)).toBe(1);
+    expect((await ix.findMatches(toks(3))).scores.get(W1)).toBe(3);
   });
 });

@@ -28,7 +28,6 @@ import {
 } from 'nats';
 import type { Logger } from 'pino';
 import { ErrorCode, EventParseError, KvIndexError } from '../errors.js';
-import { parseRouterEvent } from '../protocol/json-parse.js';
 import type { ShardedIndexer } from '../shard/sharded-indexer.js';
 import { connectNats, createDurableConsumer, ensureStream, openJetStream, sleep } from './connect.js';
 import { DeliveryTracker } from './delivery.js';
@@ -427,7 +426,7 @@ export class KvEventSubscriber {
     }
     try {
       if (this.o.parseInShards) this.indexer.applyEventJson(m.data, seq);
-      else this.indexer.applyEvent(parseRouterEvent(m.data));
+      else this.indexer.applyEventJsonOnCaller(m.data);
     } catch (err) {
       if (!(err instanceof EventParseError)) throw err;
       this.counts.malformed++;

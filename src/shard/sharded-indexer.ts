@@ -26,6 +26,7 @@ import { EventBatchWriter, emptyCounts, type StatusCounts } from './event-batch.
 import { checkOptions, shardWorkerFile, type ShardedIndexerOptions } from './indexer-options.js';
 import type { DumpPrepared, FindReply, ShardStats } from './messages.js';
 import { JsonBatchWriter, peekWorkerId } from './json-batch.js';
+import { JsonEventEncoder } from './json-words.js';
 import { mergeScores, toU64Array } from './merge-scores.js';
 import { ReplyBoard } from './reply-board.js';
 import { ThreadShard, type Ack } from './thread-shard.js';
@@ -45,6 +46,7 @@ export class ShardedIndexer extends EventEmitter {
   private readonly threads: ThreadShard[] = [];
   private readonly writers: EventBatchWriter[] = [];
   private readonly jsonWriters: JsonBatchWriter[] = [];
+  private readonly encoder = new JsonEventEncoder();
   private readonly shardOf = new Map<bigint, number>();
   private readonly workersPerShard: number[] = [];
   private readonly board: ReplyBoard | null;
@@ -135,12 +137,29 @@ export class ShardedIndexer extends EventEmitter {
     if (typeof id !== 'bigint' || id < 0n || id > U64_MAX) assertRouterEvent(event);
     const shard = this.assign(event.workerId);
     if (this.jsonWriters[shard]!.events > 0) this.sendJson(shard); // keep the shard's order
+    this.writers[shard]!.push(event);
+    this.enqueued(shard);
+  }
+
+  /**
+   * Parses one event given as Dynamo serde JSON on the calling thread and enqueues it: the same
+   * as `applyEvent(parseRouterEvent(text))`, but text in serde's canonical layout goes straight
+   * into the shard's batch, with no event object (json-words.ts; other layouts are parsed
+   * fully). Throws `EventParseError` on malformed text, which then changes nothing.
+   */
+  applyEventJsonOnCaller(text: Uint8Array): void {
+    this.check();
+    // A worker's first event is parsed fully, so a malformed one assigns it no shard.
+    const worker = this.tree === null ? peekWorkerId(text) : null;
+    const shard = worker === null ? undefined : this.shardOf.get(worker);
+    if (shard === undefined) {
+      this.applyEvent(parseRouterEvent(text));
+      return;
+    }
+    if (this.jsonWriters[shard]!.events > 0) this.sendJson(shard); // keep the shard's order
     const w = this.writers[shard]!;
-    w.push(event);
-    this.queued++;
-    if (w.words >= this.batchWords) this.send(shard);
-    else this.scheduleFlush();
-    if (!this.draining && this.queued + this.inFlight > this.highWater) this.draining = true;
+    if (!this.encoder.encode(text, 0, text.length, w)) w.push(parseRouterEvent(text));
+    this.enqueued(shard);
   }
 
   /**
@@ -165,6 +184,14 @@ export class ShardedIndexer extends EventEmitter {
     jw.push(text, tag ?? -1);
     this.queued++;
     if (jw.bytes >= this.batchWords * 4) this.sendJson(shard);
+    else this.scheduleFlush();
+    if (!this.draining && this.queued + this.inFlight > this.highWater) this.draining = true;
+  }
+
+  /** Accounts for an event just written into shard `shard`'s batch. */
+  private enqueued(shard: number): void {
+    this.queued++;
+    if (this.writers[shard]!.words >= this.batchWords) this.send(shard);
     else this.scheduleFlush();
     if (!this.draining && this.queued + this.inFlight > this.highWater) this.draining = true;
   }
