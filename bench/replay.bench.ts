@@ -23,7 +23,7 @@ import { fileURLToPath } from 'node:url';
 import { ShardedIndexer } from '../src/shard/sharded-indexer.js';
 import { readTraceFile } from '../src/trace/mooncake.js';
 import { recordSimulation, type ScriptStep } from '../src/trace/sim-script.js';
-import { percentile, table, type SuiteOptions, type SuiteResult } from './suite.js';
+import { percentile, runIfMain, table, type SuiteOptions, type SuiteResult } from './suite.js';
 
 const KEEPS_UP = 0.9;
 const MAX_IN_FLIGHT = 256;
@@ -188,13 +188,4 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
 }
 
 // `node dist/bench/replay.bench.js [--quick]` runs this suite alone.
-if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === resolve(process.argv[1])) {
-  const root = resolve(fileURLToPath(import.meta.url), '../../..');
-  run({ quick: process.argv.includes('--quick'), shared: resolve(root, '../shared') }).then(
-    (r) => process.stdout.write(`## ${r.title}\n\n${r.markdown}\n`),
-    (err: unknown) => {
-      process.stderr.write(`${String((err as Error).stack ?? err)}\n`);
-      process.exitCode = 1;
-    },
-  );
-}
+runIfMain(import.meta.url, run);

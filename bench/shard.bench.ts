@@ -13,7 +13,7 @@
 import { parseRouterEvent } from '../src/protocol/json-parse.js';
 import { ShardedIndexer } from '../src/shard/sharded-indexer.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
-import { percentile, table, type SuiteOptions, type SuiteResult } from './suite.js';
+import { percentile, quiesce as quiesceFor, table, type SuiteOptions, type SuiteResult } from './suite.js';
 import { RoundTrip } from './reference/round-trip.js';
 import { loadWorkload, replicatedEvents, workloadPath, type LoadedWorkload } from './workloads.js';
 
@@ -43,51 +43,26 @@ async function warmIndexer(w: LoadedWorkload, shards: number): Promise<ShardedIn
   return ix;
 }
 
-const gc = (): void => (globalThis as { gc?: () => void }).gc?.();
+/** Pause after the GC before a timed run: the loaded workloads make a large heap. */
+const quiesce = (): Promise<void> => quiesceFor(300);
 
 /**
- * A full GC, then a pause: every timed run starts from the same heap state, and the collector's
- * background work on the loaded workloads (~270 MB of event objects) ends before the clock
- * starts instead of taking CPU from the shard threads (2-shard ingest of synthetic measured
- * 178-241 ms right after `gc()` against 119-198 ms after a 300 ms pause).
- */
-async function quiesce(): Promise<void> {
-  gc();
-  await new Promise((r) => setTimeout(r, 300));
-}
-
-async function ingest(w: LoadedWorkload, shards: number): Promise<number> {
-  const ix = await warmIndexer(w, shards);
-  try {
-    await quiesce();
-    const t0 = performance.now();
-    for (const op of w.ops) {
-      if (op.kind !== 'event') continue;
-      ix.applyEvent(op.event);
-      if (ix.needsDrain) await ix.drained();
-    }
-    await ix.flush();
-    return performance.now() - t0;
-  } finally {
-    await ix.close();
-  }
-}
-
-/**
- * Events given as JSON bytes: parsed to objects on the calling thread then `applyEvent`
+ * How a timed ingestion hands events over: pre-parsed event objects to `applyEvent`
+ * ('events'); JSON bytes parsed to objects on the calling thread then `applyEvent`
  * ('objects'), parsed on the calling thread straight into batch words ('words'), or routed raw
  * and parsed by the shards ('shards').
  */
-type JsonPath = 'objects' | 'words' | 'shards';
+type IngestPath = 'events' | 'objects' | 'words' | 'shards';
 
-async function ingestJson(w: LoadedWorkload, shards: number, path: JsonPath): Promise<number> {
+async function ingest(w: LoadedWorkload, shards: number, path: IngestPath): Promise<number> {
   const ix = await warmIndexer(w, shards);
   try {
     await quiesce();
     const t0 = performance.now();
     for (const op of w.ops) {
       if (op.kind !== 'event') continue;
-      if (path === 'shards') ix.applyEventJson(op.json);
+      if (path === 'events') ix.applyEvent(op.event);
+      else if (path === 'shards') ix.applyEventJson(op.json);
       else if (path === 'words') ix.applyEventJsonOnCaller(op.json);
       else ix.applyEvent(parseRouterEvent(op.json));
       if (ix.needsDrain) await ix.drained();
@@ -145,7 +120,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     const replayTimes = SHARD_COUNTS.map((): number[] => []);
     for (let r = 0; r < reps; r++) {
       for (const [k, shards] of SHARD_COUNTS.entries()) {
-        ingestTimes[k]!.push(await ingest(w, shards));
+        ingestTimes[k]!.push(await ingest(w, shards, 'events'));
         const { ms: rms, ix } = await replay(w, shards);
         replayTimes[k]!.push(rms);
         await ix.close();
@@ -175,7 +150,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const jsonRows: SuiteResult['rows'] = [];
   for (const w of loaded) {
     let base = NaN;
-    const variants: Array<[number, JsonPath, string]> = [
+    const variants: Array<[number, IngestPath, string]> = [
       [0, 'objects', 'parseRouterEvent + applyEvent'],
       [2, 'objects', 'parseRouterEvent + applyEvent'],
       [2, 'words', 'applyEventJsonOnCaller: parse on caller into batch words'],
@@ -183,7 +158,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     ];
     const times = variants.map((): number[] => []);
     for (let r = 0; r < reps; r++) {
-      for (const [k, [shards, path]] of variants.entries()) times[k]!.push(await ingestJson(w, shards, path));
+      for (const [k, [shards, path]] of variants.entries()) times[k]!.push(await ingest(w, shards, path));
     }
     for (const [k, [shards, , path]] of variants.entries()) {
       const ms = median(times[k]!);

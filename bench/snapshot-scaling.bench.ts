@@ -30,7 +30,7 @@ import { recordSimulation } from '../src/trace/sim-script.js';
 import { splitmix64 } from '../src/trace/synthetic-tokens.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { dumpByScanning, MapRadixTree } from './reference/map-radix-tree.js';
-import { table, type SuiteOptions, type SuiteResult } from './suite.js';
+import { gc, quiesce, runIfMain, table, type SuiteOptions, type SuiteResult } from './suite.js';
 
 const WORKERS = 8;
 const CACHE_BLOCKS = 4_096;
@@ -38,7 +38,6 @@ const CACHE_BLOCKS = 4_096;
 const REPLICAS = [8, 16, 32, 64];
 const TARGET_RATIO = 2.2;
 
-const gc = (globalThis as { gc?: () => void }).gc ?? (() => {});
 
 function traceFile(shared: string): string {
   const file = resolve(shared, 'traces/conversation_trace.jsonl');
@@ -86,18 +85,9 @@ function buildTree<T extends { applyEvent(e: RouterEvent): unknown }>(tree: T, b
   return tree;
 }
 
-/**
- * A full GC (node --expose-gc; a no-op without it), then a pause so the collector's background
- * work ends before the clock starts.
- */
-async function quiesce(): Promise<void> {
-  gc();
-  await new Promise((r) => setTimeout(r, 100));
-}
-
 /** One timed dump, ms: into `writer` (kept between dumps) or, when null, into fresh memory. */
 async function timeDump(tree: RadixTree, writer: SnapshotWriter | null): Promise<number> {
-  await quiesce();
+  await quiesce(100);
   const t = performance.now();
   if (writer === null) tree.dumpSnapshot('bincode');
   else {
@@ -199,13 +189,4 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
 }
 
 // `node dist/bench/snapshot-scaling.bench.js [--quick]` runs this suite alone.
-if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === resolve(process.argv[1])) {
-  const root = resolve(fileURLToPath(import.meta.url), '../../..');
-  run({ quick: process.argv.includes('--quick'), shared: resolve(root, '../shared') }).then(
-    (r) => process.stdout.write(`## ${r.title}\n\n${r.markdown}\n`),
-    (err: unknown) => {
-      process.stderr.write(`${String((err as Error).stack ?? err)}\n`);
-      process.exitCode = 1;
-    },
-  );
-}
+runIfMain(import.meta.url, run);
