@@ -24,7 +24,7 @@ import { downloadStableSnapshot, uploadSnapshot } from '../src/nats/snapshot.js'
 import { KvEventSubscriber } from '../src/nats/subscriber.js';
 import { iterateSnapshot } from '../src/protocol/snapshot-reader.js';
 import type { RouterEvent } from '../src/protocol/types.js';
-import { ShardedIndexer } from '../src/shard/sharded-indexer.js';
+import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { table, type SuiteOptions, type SuiteResult } from './suite.js';
 import { loadWorkload, replicatedEvents, workloadPath } from './workloads.js';

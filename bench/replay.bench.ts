@@ -20,7 +20,7 @@ import { performance } from 'node:perf_hooks';
 import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { ShardedIndexer } from '../src/shard/sharded-indexer.js';
+import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import { readTraceFile } from '../src/trace/mooncake.js';
 import { recordSimulation, type ScriptStep } from '../src/trace/sim-script.js';
 import { percentile, runIfMain, table, type SuiteOptions, type SuiteResult } from './suite.js';

@@ -4,14 +4,14 @@
  *   removed blocks; the main thread validates and encodes, shards apply);
  * - replay: events and lookups interleaved, each lookup awaited (block-ops include the blocks
  *   visited by lookups);
- * - lookup latency on the final tree through each shard count, and through piscina tasks
- *   instead of the dedicated port;
+ * - lookup latency on the final tree through each shard count: the product's shared-memory
+ *   replies, one port reply per shard (its fallback), and a bare thread round trip (the floor);
  * - dump of about a million pairs: in-thread vs the shards' parallel dumps merged as bytes.
  * Targets: 2 shards ingest >= 1.6x shards: 0; lookup p99 through 2 shards <= 150 us;
  * dumpSnapshot of ~1M pairs through 2 shards <= 0.7x the time of shards: 0.
  */
 import { parseRouterEvent } from '../src/protocol/json-parse.js';
-import { ShardedIndexer } from '../src/shard/sharded-indexer.js';
+import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { percentile, quiesce as quiesceFor, table, type SuiteOptions, type SuiteResult } from './suite.js';
 import { RoundTrip } from './reference/round-trip.js';
@@ -188,8 +188,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     ];
     if (floor !== null) {
       channels.push(['floor: bare round trip, no indexer', () => floor.ping()]);
-      channels.push(['port request, port replies', (s) => ix.findMatchesViaPorts(s)]);
-      channels.push(['piscina task per shard', (s) => ix.findMatchesViaTasks(s)]);
+      channels.push(['port request, port replies', (s) => ShardedIndexer.unsafeInternals.findMatchesViaPorts(ix, s)]);
     }
     // Rounds take the channels in turn, and each percentile is the median of the rounds': one
     // slow spell of the VM moves a single round's p99 by tens of microseconds.
@@ -213,7 +212,8 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   sections.push(
     `**findMatches latency** (awaited one at a time) on the final ${conv.name} tree, through each shard count ` +
       `(${latencyRounds} rounds of ${n} lookups; p50 and p99 are the medians of the rounds' percentiles, max the largest); ` +
-      `for threads, through the dedicated MessagePort (what the product uses) and through a piscina task per shard, ` +
+      `for threads, the product's path (slot number through the shard's outbox, shared-memory replies), its fallback ` +
+      `(one port reply per shard), ` +
       `and the floor of this machine: the same round trip through as many bare threads, with no indexer ` +
       `(bench/reference/round-trip.ts). ` +
       `Target: p99 through 2 shards <= 150 us.\n\n${table(latRows)}`,

@@ -5,8 +5,9 @@
  * in-thread tree.
  */
 import { describe, expect, it } from 'vitest';
-import { EventBatchWriter, applyBatch, emptyCounts } from '../src/shard/event-batch.js';
-import { ShardedIndexer } from '../src/shard/sharded-indexer.js';
+import { EventBatchWriter, emptyCounts } from '../src/shard/wire/event-batch.js';
+import { applyBatch } from '../src/shard/thread/apply-batch.js';
+import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { dumpTuples, sortedScores } from './support/compare.js';
 import { generateStream } from './support/event-gen.js';

@@ -8,8 +8,8 @@ import { describe, expect, it } from 'vitest';
 import { formatRouterEvent } from '../src/protocol/json-format.js';
 import { parseRouterEvent } from '../src/protocol/json-parse.js';
 import type { RouterEvent } from '../src/protocol/types.js';
-import { EventBatchWriter } from '../src/shard/event-batch.js';
-import { JsonEventEncoder } from '../src/shard/json-words.js';
+import { EventBatchWriter } from '../src/shard/wire/event-batch.js';
+import { JsonEventEncoder } from '../src/shard/wire/json-words.js';
 import { generateStream } from './support/event-gen.js';
 
 const encoder = new JsonEventEncoder();

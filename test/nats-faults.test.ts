@@ -9,7 +9,7 @@ import { NatsErrorCode } from '../src/nats/errors.js';
 import { KvEventPublisher } from '../src/nats/publisher.js';
 import { KvEventSubscriber } from '../src/nats/subscriber.js';
 import type { RouterEvent } from '../src/protocol/types.js';
-import { ShardedIndexer } from '../src/shard/sharded-indexer.js';
+import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { dumpTuples, sortedScores } from './support/compare.js';
 import { generateStream } from './support/event-gen.js';

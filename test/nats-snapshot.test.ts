@@ -15,7 +15,7 @@ import { lowestAckFloor } from '../src/nats/snapshot.js';
 import { KvEventSubscriber } from '../src/nats/subscriber.js';
 import { encodeSnapshot } from '../src/protocol/snapshot-writer.js';
 import type { RouterEvent } from '../src/protocol/types.js';
-import { ShardedIndexer } from '../src/shard/sharded-indexer.js';
+import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import { readWorkload } from '../src/trace/workload.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { dumpTuples, sortedScores } from './support/compare.js';

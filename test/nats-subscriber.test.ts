@@ -13,9 +13,10 @@ import { KvQueryService, requestFindMatches } from '../src/nats/query.js';
 import { KvEventSubscriber } from '../src/nats/subscriber.js';
 import { formatRouterEvent } from '../src/protocol/json-format.js';
 import type { RouterEvent } from '../src/protocol/types.js';
-import { ShardedIndexer } from '../src/shard/sharded-indexer.js';
+import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { dumpTuples, sortedScores } from './support/compare.js';
+import { createFaultyIndexer } from './support/faulty-shards.js';
 import { generateStream } from './support/event-gen.js';
 import { NATS_SKIP_MESSAGE, natsServerInstalled, useNatsServer } from './support/nats-server.js';
 
@@ -187,12 +188,12 @@ describe.skipIf(!installed)('KvEventSubscriber', () => {
   });
   it('stops with the indexer error when a shard thread dies, and still cleans up on close', async () => {
     const [a, b] = sampleEvents();
-    const indexer = await ShardedIndexer.create({ shards: 1, blockSize: 4 });
+    const { ix: indexer, kill } = await createFaultyIndexer({ shards: 1, blockSize: 4 });
     const pub = await KvEventPublisher.connect({ namespace: 'fatal', component: 'backend', connection: env.nc });
     const sub = await KvEventSubscriber.start({ indexer, namespace: 'fatal', component: 'backend', connection: env.nc });
     try {
       await sub.waitForSeq(await pub.publish(a!));
-      await indexer.testKillShard(0);
+      await kill(0);
       const pending = sub.waitForSeq(await pub.publish(b!));
       expect(await sub.whenStopped()).toMatchObject({ code: 'KVX_SHARD_FAILED' });
       await sub.close();

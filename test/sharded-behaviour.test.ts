@@ -4,8 +4,9 @@ import { ErrorCode, KvIndexError } from '../src/errors.js';
 import { computeBlockHashes } from '../src/hash/block-hash.js';
 import { decodeSnapshot } from '../src/protocol/snapshot-reader.js';
 import type { RouterEvent } from '../src/protocol/types.js';
-import { ShardedIndexer } from '../src/shard/sharded-indexer.js';
+import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import { dumpTuples } from './support/compare.js';
+import { createFaultyIndexer } from './support/faulty-shards.js';
 
 const W1 = 0x694d99badb9f7c07n;
 const W2 = W1 + 1n;
@@ -196,7 +197,8 @@ describe('ShardedIndexer validation', () => {
 
 describe('ShardedIndexer faults', () => {
   it('a shard whose event handler throws fails pending and later calls, naming the shard', async () => {
-    const ix = await make(2, { testFailOnWorker: W2 });
+    const { ix } = await createFaultyIndexer({ shards: 2, blockSize: 4 }, { failOnWorker: W2 });
+    open.push(ix);
     ix.applyEvent(chain(W1, 2)); // shard 0
     ix.applyEvent(chain(W2, 2, 1n)); // shard 1: fails there
     const err = await ix.findMatches(toks(2)).catch((e: unknown) => e);
@@ -210,9 +212,10 @@ describe('ShardedIndexer faults', () => {
   });
 
   it('a shard thread that dies fails every call fast and close still returns', async () => {
-    const ix = await make(2);
+    const { ix, kill } = await createFaultyIndexer({ shards: 2, blockSize: 4 });
+    open.push(ix);
     ix.applyEvent(chain(W1, 2));
-    await ix.testKillShard(1);
+    await kill(1);
     const err = await ix.findMatches(toks(2)).catch((e: unknown) => e);
     expect((err as KvIndexError).code).toBe(ErrorCode.ShardFailed);
     expect((err as KvIndexError).message).toMatch(/shard 1/);

@@ -4,7 +4,7 @@
  * and a slice of each shared workload checked against its `expect` oracle.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { ShardedIndexer } from '../src/shard/sharded-indexer.js';
+import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import { readWorkload } from '../src/trace/workload.js';
 import { dumpTuples, sortedScores } from './support/compare.js';
 import { prefixClosedStream } from './support/prefix-closed-gen.js';

@@ -6,8 +6,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode, EventParseError, KvIndexError } from '../src/errors.js';
 import { formatRouterEvent } from '../src/protocol/json-format.js';
 import type { RouterEvent } from '../src/protocol/types.js';
-import { ShardedIndexer } from '../src/shard/sharded-indexer.js';
-import { peekWorkerId } from '../src/shard/json-batch.js';
+import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
+import { peekWorkerId } from '../src/shard/main/json-peek.js';
 import { dumpTuples, sortedScores } from './support/compare.js';
 import { generateStream } from './support/event-gen.js';
 
@@ -71,8 +71,8 @@ describe('applyEventJson', () => {
     });
     ix.applyEventJson(enc(formatRouterEvent(chain(W1, 3, 0n))), 1);
     ix.applyEventJson(enc(`{"worker_id":${W1},"event":{"event_id":1,"data":{"stored":{"parent_hash":null,"blocks":[{"block_hash":1`), 2);
-    ix.applyEventJson(enc(`{"worker_id":${W1 + 1n},"event":{"event_id":1,"data":{"moved":{}}}}`), 3);
     ix.applyEventJson(enc(formatRouterEvent(chain(W1 + 1n, 2, 1n))));
+    ix.applyEventJson(enc(`{"worker_id":${W1 + 1n},"event":{"event_id":1,"data":{"moved":{}}}}`), 3);
     await ix.flush();
     const stats = await ix.stats();
     expect(stats.reduce((n, s) => n + s.malformed, 0)).toBe(2);
@@ -90,6 +90,18 @@ describe('applyEventJson', () => {
     const threaded = await make(2);
     expect(() => threaded.applyEventJson(enc('{"event":{},"worker_id":1}'))).toThrow(KvIndexError);
     expect((await threaded.stats()).reduce((n, s) => n + s.events.ok + s.malformed, 0)).toBe(0);
+  });
+
+  it("parses a worker's first event on the calling thread, so a malformed one claims no shard", async () => {
+    const ix = await make(2);
+    const bad = `{"worker_id":${W1},"event":{"event_id":1,"data":{"moved":{}}}}`;
+    expect(() => ix.applyEventJson(enc(bad), 7)).toThrow(expect.objectContaining({ code: ErrorCode.UnknownVariant }));
+    // Had W1 claimed shard 0, the next two workers would share shard 1; unclaimed, they split.
+    ix.applyEventJson(enc(formatRouterEvent(chain(W1 + 1n, 2, 1n))));
+    ix.applyEventJson(enc(formatRouterEvent(chain(W1 + 2n, 2, 2n))));
+    const stats = await ix.stats();
+    expect(stats.map((s) => s.workers)).toEqual([1, 1]);
+    expect(stats.reduce((n, s) => n + s.malformed, 0)).toBe(0);
   });
 });
 

@@ -2,7 +2,7 @@ import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { formatRouterEvent } from '../src/protocol/json-format.js';
 import type { OverlapScores, RouterEvent } from '../src/protocol/types.js';
-import { ShardedIndexer } from '../src/shard/sharded-indexer.js';
+import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import { ClusterSim, type ClusterSimOptions } from '../src/trace/cluster-sim.js';
 import { readTraceFile, type TraceRequest } from '../src/trace/mooncake.js';
 import { RadixTree } from '../src/tree/radix-tree.js';

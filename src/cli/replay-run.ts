@@ -18,7 +18,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseJsonLossless, type JsonValue } from '../protocol/json-value.js';
 import type { RouterEvent } from '../protocol/types.js';
-import { ShardedIndexer } from '../shard/sharded-indexer.js';
+import { ShardedIndexer } from '../indexer/sharded-indexer.js';
 import { BadLines } from '../trace/bad-lines.js';
 import { ClusterSim, type ClusterSimOptions } from '../trace/cluster-sim.js';
 import { detectInputKind, InputKind, parseRecordedLine } from '../trace/input-kind.js';

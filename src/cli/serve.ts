@@ -12,7 +12,7 @@ import { KvQueryService } from '../nats/query.js';
 import { KvEventSubscriber } from '../nats/subscriber.js';
 import { checkEncoding } from '../nats/snapshot.js';
 import { reason } from '../nats/errors.js';
-import { ShardedIndexer } from '../shard/sharded-indexer.js';
+import { ShardedIndexer } from '../indexer/sharded-indexer.js';
 
 const USAGE = `usage: kvindex serve [options]
   consume KV events from NATS JetStream into an index and answer findMatches requests

@@ -32,7 +32,7 @@ import type { Logger } from 'pino';
 import { KvIndexError } from '../errors.js';
 import { parseJsonLossless, type JsonObject, type JsonValue } from '../protocol/json-value.js';
 import { U64_MAX, type OverlapScores } from '../protocol/types.js';
-import type { ShardedIndexer } from '../shard/sharded-indexer.js';
+import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
 import { NatsError, NatsErrorCode, reason } from './errors.js';
 
 /** A parsed findMatches request. */

@@ -21,7 +21,7 @@ import type { Logger } from 'pino';
 import { ErrorCode, KvIndexError } from '../errors.js';
 import { iterateSnapshot } from '../protocol/snapshot-reader.js';
 import type { RouterEvent, SnapshotEncoding } from '../protocol/types.js';
-import type { ShardedIndexer } from '../shard/sharded-indexer.js';
+import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
 import { sleep, wrap } from './connect.js';
 import { API_STREAM_NOT_FOUND, NatsError, NatsErrorCode, isApiError, reason } from './errors.js';
 import type { KvNames } from './names.js';

@@ -5,7 +5,7 @@ import type { NatsConnection } from 'nats';
 import type { Logger } from 'pino';
 import { ErrorCode, KvIndexError } from '../errors.js';
 import type { SnapshotEncoding } from '../protocol/types.js';
-import type { ShardedIndexer } from '../shard/sharded-indexer.js';
+import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
 import { DEFAULT_STREAM_MAX_AGE_S } from './connect.js';
 import { checkEncoding } from './snapshot.js';
 

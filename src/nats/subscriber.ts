@@ -28,7 +28,7 @@ import {
 } from 'nats';
 import type { Logger } from 'pino';
 import { ErrorCode, EventParseError, KvIndexError } from '../errors.js';
-import type { ShardedIndexer } from '../shard/sharded-indexer.js';
+import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
 import { connectNats, createDurableConsumer, ensureStream, openJetStream, sleep } from './connect.js';
 import { DeliveryTracker } from './delivery.js';
 import { API_CONSUMER_NOT_FOUND, isApiError, reason } from './errors.js';

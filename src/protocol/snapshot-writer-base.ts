@@ -88,6 +88,11 @@ export abstract class SnapshotWriter {
     return this.count;
   }
 
+  /** Bytes the buffer holds before it has to grow (a writer kept for reuse is checked on it). */
+  get capacity(): number {
+    return this.buf.length;
+  }
+
   /** Bytes written so far (before `finish` patches anything). */
   get byteLength(): number {
     return this.pos;

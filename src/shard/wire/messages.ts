@@ -1,43 +1,41 @@
 /**
  * Messages between the main thread and a shard thread over the shard's dedicated MessagePort.
- * One FIFO port per shard carries event batches and requests alike, so a request sent after an
- * event batch is served after that batch is applied (read-your-writes without waiting).
+ * Only the shard's outbox (main/outbox.ts) posts to that port, and it posts in call order: the
+ * event batch queued so far first, then the request. The port is FIFO, so a request is served
+ * after every event queued before it and before every event queued after it.
  */
-import type { SnapshotEncoding } from '../protocol/types.js';
+import type { SnapshotEncoding } from '../../protocol/types.js';
+import type { ReplyBoardShape } from './board-layout.js';
 import type { StatusCounts } from './event-batch.js';
-import type { ReplyBoardShape } from './reply-board.js';
 
 export interface ShardInit {
   shard: number;
   expirationMs: number | null;
-  /** Test-only: the shard throws while applying an event of this worker (crash tests). */
-  failOnWorker: string | null;
-  /** Shared memory for lookup replies (reply-board.ts). */
+  /** Shared memory for lookup replies (board-layout.ts). */
   board: ReplyBoardShape;
 }
 
 export type ShardRequest =
   | { op: 'find'; words: Uint32Array; n: number; earlyExit: boolean }
+  /** The whole dump in one step, as bytes transferred back. */
   | { op: 'dump'; encoding: SnapshotEncoding }
-  /** Dump into the shard's reusable buffer; replies `DumpPrepared`. */
-  | { op: 'dumpPrepare'; encoding: 'bincode' | 'bincode-dp' }
-  /** Copy the prepared dump into `target` at byte `at`, event ids from `firstId`. */
-  | { op: 'dumpCopy'; target: SharedArrayBuffer; at: number; firstId: number }
+  /** Dump into a warm buffer, kept as part `dump` of a two-step dump; replies `DumpPrepared`. */
+  | { op: 'dumpPrepare'; dump: number; encoding: 'bincode' | 'bincode-dp' }
+  /** Copy prepared part `dump` into `target` at byte `at`, event ids from `firstId`; frees it. */
+  | { op: 'dumpCopy'; dump: number; target: SharedArrayBuffer; at: number; firstId: number }
+  /** Frees prepared part `dump` (another shard failed to prepare its part). */
+  | { op: 'dumpDrop'; dump: number }
   | { op: 'stats' }
-  | { op: 'flush' }
-  /** Test-only: the thread exits abruptly. */
-  | { op: 'exit' };
+  | { op: 'flush' };
 
 export type ToShard =
   /** A lookup written into this slot of the reply board; the reply goes there too. */
   | number
-  /** `back`: hand the buffer back in the ack, to be refilled (see EventBatchWriter.recycle). */
-  | { t: 'events'; words: Uint32Array; back: boolean }
   /**
-   * Raw serde-JSON events, parsed in the shard: `ends[i]` is where event i ends in `bytes`,
-   * `tags[i]` the caller's tag for it (-1: none), returned with a rejection.
+   * An event batch (wire/event-batch.ts) of `events` records. `back`: hand the buffer back in
+   * the ack, to be refilled (see EventBatchWriter.recycle).
    */
-  | { t: 'json'; bytes: Uint8Array; ends: Uint32Array; tags: Float64Array; back: boolean }
+  | { t: 'events'; words: Uint32Array; events: number; back: boolean }
   | ({ t: 'req'; id: number } & ShardRequest);
 
 export interface ShardStats {
@@ -76,11 +74,10 @@ export interface Rejected {
 
 export type FromShard =
   /**
-   * A batch was applied; `rejected` lists the JSON events it could not parse (first few).
-   * `words` (an event batch's) or `json` (a JSON batch's text) hands the batch buffer back,
-   * transferred, for the main thread to refill.
+   * A batch was applied; `rejected` lists the JSON events it could not parse. `words` hands the
+   * batch buffer back, transferred, for the main thread to refill.
    */
-  | { t: 'ack'; events: number; malformed: number; rejected: Rejected[]; words?: ArrayBuffer; json?: ArrayBuffer }
+  | { t: 'ack'; events: number; malformed: number; rejected: Rejected[]; words?: ArrayBuffer }
   | { t: 'res'; id: number; value: unknown }
   | { t: 'err'; id: number; code: string; message: string }
   /** The shard can no longer be trusted (a batch failed to apply): everything fails from now. */

@@ -1,24 +1,27 @@
 /**
  * Binary batches of KV events for crossing the thread boundary: one growable Uint32Array per
- * shard, transferred (not cloned) when sent. Layout per record, u64 values as (lo, hi) words:
+ * shard, transferred (not cloned) when sent. It is the shard's one ordered queue of events:
+ * binary events, raw JSON events and worker removals are records of the same batch, in call
+ * order. Layout per record, u64 values as (lo, hi) words:
  *   stored:        0, wLo, wHi, hasParent, pLo, pHi, n, n x (bLo, bHi, tLo, tHi)
  *   removed:       1, wLo, wHi, n, n x (lo, hi)
  *   cleared:       2, wLo, wHi
  *   remove worker: 3, wLo, wHi
+ *   JSON event:    4, bytes, tagLo, tagHi, ceil(bytes / 4) words of UTF-8 text (parsed by the
+ *                  shard; tag + 1 as a u53 in two halves, 0 for none)
  * A structured clone of event objects costs ~10x more per block than copying these words
  * (bench/shard.bench.ts measures the whole path).
  */
-import { ErrorCode, KvIndexError } from '../errors.js';
-import { U64_MAX, type ApplyStatus, type RouterEvent } from '../protocol/types.js';
-import { assertRouterEvent } from '../protocol/validate.js';
-import { u64FromHalves } from '../protocol/u64-text.js';
-import type { RadixTree } from '../tree/radix-tree.js';
+import { ErrorCode, KvIndexError } from '../../errors.js';
+import { U64_MAX, type ApplyStatus, type RouterEvent } from '../../protocol/types.js';
+import { assertRouterEvent } from '../../protocol/validate.js';
 import { BufferPool } from './buffer-pool.js';
 
 export const REC_STORED = 0;
 export const REC_REMOVED = 1;
 export const REC_CLEARED = 2;
 export const REC_REMOVE_WORKER = 3;
+export const REC_JSON = 4;
 
 /** Thrown inside `write` when a check fails; `push` turns it into the precise error. */
 const INVALID = new Error('invalid event');
@@ -181,6 +184,26 @@ export class EventBatchWriter {
     this.events++;
   }
 
+  /**
+   * Appends one event's serde JSON text, unparsed: the shard parses it (json-words.ts, or the
+   * full parser) and reports it with `tag` (>= 0, e.g. a stream sequence; -1: none) if malformed.
+   */
+  pushJson(text: Uint8Array, tag: number): void {
+    const n = text.length;
+    const words = (n + 3) >>> 2;
+    this.reserve(4 + words);
+    const b = this.buf;
+    const p = this.pos;
+    const t = tag >= 0 ? tag + 1 : 0;
+    b[p] = REC_JSON;
+    b[p + 1] = n;
+    b[p + 2] = t % 0x1_0000_0000;
+    b[p + 3] = Math.floor(t / 0x1_0000_0000);
+    new Uint8Array(b.buffer, b.byteOffset + 4 * (p + 4), n).set(text);
+    this.pos = p + 4 + words;
+    this.events++;
+  }
+
   pushRemoveWorker(workerId: bigint): void {
     this.reserve(3);
     this.buf[this.pos++] = REC_REMOVE_WORKER;
@@ -210,6 +233,11 @@ export class EventBatchWriter {
   }
 }
 
+/** The tag of a JSON record from its two words (-1: none). */
+export function jsonTag(lo: number, hi: number): number {
+  return hi * 0x1_0000_0000 + lo - 1;
+}
+
 /** Per-status counters, in the shape of `ShardStats.events`. */
 export type StatusCounts = Record<ApplyStatus, number>;
 
@@ -217,57 +245,3 @@ export function emptyCounts(): StatusCounts {
   return { ok: 0, parent_block_not_found: 0, block_not_found: 0, invalid_block_sequence: 0 };
 }
 
-/** The u64 of (lo, hi) halves (the shared typed-array split of u64-text.ts: ~7 ns, no shifts). */
-const u64 = (lo: number, hi: number): bigint => u64FromHalves(hi, lo);
-
-/**
- * Applies every record of a batch to the tree, counting statuses. Throws `KvIndexError` on a
- * batch that is not well formed (it never is unless memory is corrupt, so the shard then fails).
- */
-export function applyBatch(tree: RadixTree, words: Uint32Array, counts: StatusCounts): number {
-  let i = 0;
-  let events = 0;
-  const end = words.length;
-  while (i < end) {
-    const kind = words[i]!;
-    if (i + 3 > end) break;
-    const worker = u64(words[i + 1]!, words[i + 2]!);
-    let status: ApplyStatus;
-    switch (kind) {
-      case REC_STORED: {
-        const n = words[i + 6]!;
-        if (i + 7 + 4 * n > end) throw truncated(i);
-        status = tree.applyStored(worker, words[i + 3] === 1, words[i + 4]!, words[i + 5]!, words, i + 7, n);
-        i += 7 + 4 * n;
-        break;
-      }
-      case REC_REMOVED: {
-        const n = words[i + 3]!;
-        if (i + 4 + 2 * n > end) throw truncated(i);
-        status = tree.applyRemoved(worker, words, i + 4, n);
-        i += 4 + 2 * n;
-        break;
-      }
-      case REC_CLEARED:
-        tree.clearWorker(worker);
-        status = 'ok';
-        i += 3;
-        break;
-      case REC_REMOVE_WORKER:
-        tree.removeWorker(worker);
-        i += 3;
-        events++;
-        continue;
-      default:
-        throw new KvIndexError(ErrorCode.ShardFailed, `event batch: unknown record kind ${kind} at word ${i}`);
-    }
-    counts[status]++;
-    events++;
-  }
-  if (i !== end) throw truncated(i);
-  return events;
-}
-
-function truncated(at: number): KvIndexError {
-  return new KvIndexError(ErrorCode.ShardFailed, `event batch: record at word ${at} is truncated`);
-}

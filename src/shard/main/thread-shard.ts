@@ -1,5 +1,5 @@
 /**
- * Main-thread handle of one shard thread. Piscina starts, owns and stops the thread (a pool of
+ * Main-thread handle of one shard thread, posted to only by the shard's outbox (outbox.ts). Piscina starts, owns and stops the thread (a pool of
  * exactly one thread per shard, so a shard is pinned to its thread); after the start task the
  * shard is driven over a dedicated MessagePort: event batches one way, requests and replies
  * matched by id. A thread that dies or reports a fatal error fails every pending and later call
@@ -7,11 +7,20 @@
  */
 import { MessageChannel } from 'node:worker_threads';
 import { Piscina } from 'piscina';
-import { ErrorCode, KvIndexError } from '../errors.js';
-import type { FromShard, ShardInit, ShardRequest, ToShard } from './messages.js';
+import { ErrorCode, KvIndexError } from '../../errors.js';
+import type { FromShard, ShardInit, ShardRequest, ToShard } from '../wire/messages.js';
 
 /** A shard's acknowledgement of one batch. */
 export type Ack = Extract<FromShard, { t: 'ack' }>;
+
+/**
+ * The code a shard thread runs: the product's `workers/shard.js`, or a test fixture wrapping
+ * it (fault injection), which reads `data` as piscina's `workerData`.
+ */
+export interface ShardThreadSpec {
+  file: string;
+  data: unknown;
+}
 
 interface Pending {
   resolve: (value: unknown) => void;
@@ -29,23 +38,23 @@ export class ThreadShard {
 
   private constructor(
     readonly index: number,
-    filename: string,
+    thread: ShardThreadSpec,
     private readonly onAck: (ack: Ack) => void,
     private readonly onFail: (err: KvIndexError) => void,
   ) {
     // One thread, never recycled: the tree lives in it. atomics 'disabled' keeps the thread's
     // event loop free between tasks so the port's messages are served.
-    this.pool = new Piscina({ filename, minThreads: 1, maxThreads: 1, idleTimeout: Infinity, atomics: 'disabled' });
+    this.pool = new Piscina({ filename: thread.file, workerData: thread.data, minThreads: 1, maxThreads: 1, idleTimeout: Infinity, atomics: 'disabled' });
     this.pool.on('error', (err: unknown) => this.fail(`thread error: ${String(err)}`));
     this.channel.port1.on('message', (msg: FromShard) => this.receive(msg));
     this.channel.port1.on('close', () => this.fail('thread exited'));
   }
 
   static async start(
-    index: number, filename: string, init: ShardInit,
+    index: number, thread: ShardThreadSpec, init: ShardInit,
     onAck: (ack: Ack) => void, onFail: (err: KvIndexError) => void,
   ): Promise<ThreadShard> {
-    const shard = new ThreadShard(index, filename, onAck, onFail);
+    const shard = new ThreadShard(index, thread, onAck, onFail);
     const port = shard.channel.port2;
     shard.threadId = (await shard.pool.run({ port, init }, { transferList: [port] })) as number;
     return shard;
@@ -60,18 +69,11 @@ export class ThreadShard {
     return this.failure;
   }
 
-  /** Sends a batch of encoded events; its buffer is transferred (and handed back if `back`). */
-  sendEvents(words: Uint32Array, back: boolean): void {
+  /** Sends a batch of `events` encoded events; its buffer is transferred (and handed back if `back`). */
+  sendEvents(words: Uint32Array, events: number, back: boolean): void {
     if (this.failure !== null) throw this.failure;
-    const msg: ToShard = { t: 'events', words, back };
+    const msg: ToShard = { t: 'events', words, events, back };
     this.channel.port1.postMessage(msg, [words.buffer as ArrayBuffer]);
-  }
-
-  /** Sends a batch of raw JSON events, parsed by the shard; buffers are transferred (the text's handed back if `back`). */
-  sendJson(bytes: Uint8Array, ends: Uint32Array, tags: Float64Array, back: boolean): void {
-    if (this.failure !== null) throw this.failure;
-    const msg: ToShard = { t: 'json', bytes, ends, tags, back };
-    this.channel.port1.postMessage(msg, [bytes.buffer as ArrayBuffer, ends.buffer as ArrayBuffer, tags.buffer as ArrayBuffer]);
   }
 
   /** Sends a lookup written into a slot of the reply board (answered there, not here). */
@@ -89,11 +91,6 @@ export class ThreadShard {
       const msg: ToShard = { t: 'req', id, ...req };
       this.channel.port1.postMessage(msg, transfer);
     });
-  }
-
-  /** @internal Benchmark only: the same request as a piscina task instead of a port message. */
-  requestViaTask<T>(req: ShardRequest): Promise<T> {
-    return this.pool.run({ req }) as Promise<T>;
   }
 
   private receive(msg: FromShard): void {

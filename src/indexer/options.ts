@@ -17,15 +17,13 @@ export interface ShardedIndexerOptions {
   highWaterEvents?: number;
   /** Words of an event batch that trigger an immediate send. Default 64 Ki (256 KiB). */
   batchWords?: number;
-  /** Test-only: shard threads throw while applying an event of this worker. */
-  testFailOnWorker?: bigint;
 }
 
 /** The shard thread entry point of this build. */
 export function shardWorkerFile(): string {
   const here = dirname(fileURLToPath(import.meta.url));
-  // From src/shard (tests run the sources) the thread code is the build in dist/; from
-  // dist/src/shard it sits beside it in dist/workers.
+  // From src/indexer (tests run the sources) the thread code is the build in dist/; from
+  // dist/src/indexer it sits beside it in dist/workers.
   const file = import.meta.url.endsWith('.ts')
     ? resolve(here, '../../dist/workers/shard.js')
     : resolve(here, '../../workers/shard.js');

@@ -9,7 +9,7 @@
  * So the fast path never decides what is valid: it only recognises text the full parser would
  * read to the same event.
  */
-import { JsonScanner } from '../protocol/json-scan.js';
+import { JsonScanner } from '../../protocol/json-scan.js';
 import type { EventBatchWriter } from './event-batch.js';
 
 const utf8 = (s: string): Uint8Array => new TextEncoder().encode(s);

@@ -1,8 +1,8 @@
 /** A sharded lookup's two ends on the main thread: the hashes packed, the replies merged. */
-import { ErrorCode, KvIndexError } from '../errors.js';
-import { u64FromHalves } from '../protocol/u64-text.js';
-import type { OverlapScores } from '../protocol/types.js';
-import type { FindReply } from './messages.js';
+import { ErrorCode, KvIndexError } from '../../errors.js';
+import { u64FromHalves } from '../../protocol/u64-text.js';
+import type { OverlapScores } from '../../protocol/types.js';
+import type { FindReply } from '../wire/messages.js';
 
 /** Checks and packs a lookup's hashes (`InvalidField` naming the first bad one). */
 export function toU64Array(hashes: readonly bigint[]): BigUint64Array {

@@ -1,0 +1,51 @@
+/**
+ * The indexer's one interface, and the engine contract behind it. `ShardedIndexer.create()`
+ * picks an engine once: the local engine (`shards: 0`, one RadixTree on the calling thread) or
+ * the threaded engine (shard threads, src/shard/main/). Neither branches on the other per call.
+ *
+ * Ordering contract (both engines): the indexer is linearizable in call order. Every call
+ * behaves as if it ran at the moment it was made, against every event applied before it and
+ * none after, whatever the ingestion path and whatever the call. The threaded engine gets this
+ * from one ordered outbox per shard (src/shard/main/outbox.ts).
+ */
+import type { KvIndexError } from '../errors.js';
+import type { OverlapScores, RouterEvent, SnapshotEncoding } from '../protocol/types.js';
+import type { ShardStats } from '../shard/wire/messages.js';
+
+/** The events an indexer emits, with their arguments. */
+export interface IndexerEvents {
+  /** The backlog fell under half the high-water mark after `needsDrain` was set. */
+  drain: [];
+  /** A shard thread failed; every later call fails with this error. */
+  shardFailed: [error: KvIndexError];
+  /** A JSON event parsed in a shard was malformed (it changed nothing); `tag` as given. */
+  malformed: [error: KvIndexError, tag: number | undefined];
+}
+
+export type Emit = <K extends keyof IndexerEvents>(name: K, ...args: IndexerEvents[K]) => void;
+
+/** What an engine implements; `ShardedIndexer` adds the calls built on these. */
+export interface Engine {
+  readonly needsDrain: boolean;
+  readonly liveThreads: number;
+  readonly threadIds: number[];
+  applyEvent(event: RouterEvent): void;
+  applyEventJson(text: Uint8Array, tag?: number): void;
+  applyEventJsonOnCaller(text: Uint8Array): void;
+  findMatches(hashes: BigUint64Array | readonly bigint[]): Promise<OverlapScores>;
+  removeWorker(workerId: bigint): Promise<void>;
+  dumpSnapshot(encoding: SnapshotEncoding): Promise<Uint8Array>;
+  dumpEvents(): Promise<RouterEvent[]>;
+  stats(): Promise<ShardStats[]>;
+  flush(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** The indexer's public calls (implemented by `ShardedIndexer`). */
+export interface Indexer extends Engine {
+  readonly shardCount: number;
+  applyEvents(events: Iterable<RouterEvent>): void;
+  findMatchesForTokens(tokens: Uint32Array | readonly number[]): Promise<OverlapScores>;
+  restore(events: Iterable<RouterEvent> | AsyncIterable<RouterEvent>): Promise<void>;
+  drained(): Promise<void>;
+}

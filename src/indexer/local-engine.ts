@@ -1,0 +1,76 @@
+/**
+ * The local engine (`shards: 0`): one RadixTree on the calling thread. Every call runs to
+ * completion when it is made, so the ordering contract holds trivially; the promise-returning
+ * calls only wrap a result computed at call time.
+ */
+import { ErrorCode, KvIndexError } from '../errors.js';
+import { parseRouterEvent } from '../protocol/json-parse.js';
+import type { OverlapScores, RouterEvent, SnapshotEncoding } from '../protocol/types.js';
+import { emptyCounts, type StatusCounts } from '../shard/wire/event-batch.js';
+import type { ShardStats } from '../shard/wire/messages.js';
+import { RadixTree } from '../tree/radix-tree.js';
+import type { Engine } from './indexer.js';
+
+export class LocalEngine implements Engine {
+  readonly needsDrain = false;
+  readonly liveThreads = 0;
+  readonly threadIds: number[] = [];
+  readonly #tree: RadixTree;
+  readonly #counts: StatusCounts = emptyCounts();
+  #closed = false;
+
+  constructor(expirationMs: number | undefined) {
+    this.#tree = new RadixTree(expirationMs === undefined ? {} : { expirationMs });
+  }
+
+  applyEvent(event: RouterEvent): void {
+    this.#check();
+    this.#counts[this.#tree.applyEvent(event)]++; // validates the event itself
+  }
+
+  applyEventJson(text: Uint8Array): void {
+    this.applyEvent(parseRouterEvent(text));
+  }
+
+  applyEventJsonOnCaller(text: Uint8Array): void {
+    this.applyEvent(parseRouterEvent(text));
+  }
+
+  async findMatches(hashes: BigUint64Array | readonly bigint[]): Promise<OverlapScores> {
+    this.#check();
+    return this.#tree.findMatches(hashes);
+  }
+
+  async removeWorker(workerId: bigint): Promise<void> {
+    this.#check();
+    this.#tree.removeWorker(workerId);
+  }
+
+  async dumpSnapshot(encoding: SnapshotEncoding): Promise<Uint8Array> {
+    this.#check();
+    return this.#tree.dumpSnapshot(encoding);
+  }
+
+  async dumpEvents(): Promise<RouterEvent[]> {
+    this.#check();
+    return this.#tree.dumpEvents();
+  }
+
+  async stats(): Promise<ShardStats[]> {
+    this.#check();
+    const t = this.#tree;
+    return [{ workers: t.workers().length, pairs: t.size, nodes: t.nodeCount, events: { ...this.#counts }, malformed: 0, bytes: t.bytes }];
+  }
+
+  async flush(): Promise<void> {
+    this.#check();
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+  }
+
+  #check(): void {
+    if (this.#closed) throw new KvIndexError(ErrorCode.Closed, 'indexer is closed');
+  }
+}

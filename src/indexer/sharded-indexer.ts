@@ -1,0 +1,205 @@
+/**
+ * The indexer: one class, one interface (indexer.ts), two engines chosen once in `create()`.
+ * `shards: 0` runs a RadixTree on the calling thread (the embedded default for small
+ * deployments and tests); `shards >= 1` routes events to shard threads (src/shard/main/).
+ *
+ * Ordering: linearizable in call order (see indexer.ts and the README). A lookup, dump, stats,
+ * flush or worker removal sees every event applied before the call and none after, whatever
+ * the ingestion path.
+ *
+ * Backpressure: `applyEvent` never blocks. While more than `highWaterEvents` events are queued
+ * or in flight, `needsDrain` is true; the indexer emits `'drain'` once the backlog falls under
+ * half of that. Callers that produce faster than the shards apply should wait for `'drain'`
+ * (or `await indexer.drained()`); `restore` does so itself.
+ */
+import { EventEmitter } from 'node:events';
+import { ErrorCode, KvIndexError } from '../errors.js';
+import { computeBlockHashes } from '../hash/block-hash.js';
+import type { OverlapScores, RouterEvent, SnapshotEncoding } from '../protocol/types.js';
+import { ThreadedEngine } from '../shard/main/threaded-engine.js';
+import type { ShardThreadSpec } from '../shard/main/thread-shard.js';
+import type { ShardStats } from '../shard/wire/messages.js';
+import type { Emit, Engine, Indexer, IndexerEvents } from './indexer.js';
+import { LocalEngine } from './local-engine.js';
+import { checkOptions, shardWorkerFile, type ShardedIndexerOptions } from './options.js';
+
+export type { ShardedIndexerOptions } from './options.js';
+
+export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Indexer {
+  readonly shardCount: number;
+  readonly #blockSize: number;
+  readonly #engine: Engine;
+
+  private constructor(options: ShardedIndexerOptions, engine: Engine) {
+    super();
+    this.shardCount = options.shards;
+    this.#blockSize = options.blockSize;
+    this.#engine = engine;
+  }
+
+  /** Validates the options and starts the engine (and its shard threads, if any). */
+  static async create(options: ShardedIndexerOptions): Promise<ShardedIndexer> {
+    checkOptions(options);
+    return ShardedIndexer.#start(options, options.shards === 0 ? null : { file: shardWorkerFile(), data: null });
+  }
+
+  static async #start(options: ShardedIndexerOptions, thread: ShardThreadSpec | null): Promise<ShardedIndexer> {
+    let ix: ShardedIndexer | null = null;
+    const emit: Emit = (name, ...args) => {
+      (ix as EventEmitter | null)?.emit(name, ...args);
+    };
+    const engine = thread === null
+      ? new LocalEngine(options.expirationMs)
+      : await ThreadedEngine.start(
+        {
+          shards: options.shards,
+          expirationMs: options.expirationMs,
+          logger: options.logger ?? null,
+          highWaterEvents: options.highWaterEvents ?? 65_536,
+          batchWords: options.batchWords ?? 64 * 1024,
+          thread,
+        },
+        emit,
+      );
+    ix = new ShardedIndexer(options, engine);
+    options.logger?.debug({ shards: options.shards }, 'indexer started');
+    return ix;
+  }
+
+  /**
+   * @internal The one hatch into internals, for tests and benchmarks only; not part of the API
+   * and stripped from the published types. `create` starts shard threads from another entry
+   * file (a test fixture wrapping workers/shard.js, given `data` as piscina's `workerData`);
+   * `engine` is the engine behind an indexer; `findMatchesViaPorts` the lookup's fallback path.
+   */
+  static readonly unsafeInternals = {
+    create: (options: ShardedIndexerOptions, thread: ShardThreadSpec): Promise<ShardedIndexer> => {
+      checkOptions(options);
+      return ShardedIndexer.#start(options, options.shards === 0 ? null : thread);
+    },
+    engine: (ix: ShardedIndexer): Engine => ix.#engine,
+    /** A lookup through the port path (one reply message per shard), for the channel bench. */
+    findMatchesViaPorts: (ix: ShardedIndexer, seq: BigUint64Array): Promise<OverlapScores> => {
+      const engine = ix.#engine;
+      if (!(engine instanceof ThreadedEngine)) throw new KvIndexError(ErrorCode.InvalidOption, 'findMatchesViaPorts: no shard threads');
+      return engine.findViaPorts(new Uint32Array(seq.buffer, seq.byteOffset, seq.length * 2), seq.length);
+    },
+  };
+
+  /** True while the backlog is above the high-water mark; wait for `'drain'`. */
+  get needsDrain(): boolean {
+    return this.#engine.needsDrain;
+  }
+
+  /** Shard threads still running (0 after `close()`, and for `shards: 0`). */
+  get liveThreads(): number {
+    return this.#engine.liveThreads;
+  }
+
+  /** Thread ids of the shard threads (empty for `shards: 0`). */
+  get threadIds(): number[] {
+    return this.#engine.threadIds;
+  }
+
+  /** Validates and applies (or queues) one event; synchronous. Throws on a malformed event. */
+  applyEvent(event: RouterEvent): void {
+    this.#engine.applyEvent(event);
+  }
+
+  applyEvents(events: Iterable<RouterEvent>): void {
+    for (const e of events) this.#engine.applyEvent(e);
+  }
+
+  /**
+   * Parses one event given as Dynamo serde JSON on the calling thread and applies it: the same
+   * as `applyEvent(parseRouterEvent(text))`, but with shard threads, text in serde's canonical
+   * layout goes straight into the shard's batch, with no event object (json-words.ts; other
+   * layouts are parsed fully). Throws `EventParseError` on malformed text, which then changes
+   * nothing.
+   */
+  applyEventJsonOnCaller(text: Uint8Array): void {
+    this.#engine.applyEventJsonOnCaller(text);
+  }
+
+  /**
+   * Applies one event given as Dynamo serde JSON (a NATS message, a file line). With shard
+   * threads only the leading worker id is read here and the shard parses the rest, in
+   * parallel: a malformed event then changes nothing, is counted in `stats()[i].malformed` and
+   * is reported through the `'malformed'` event as `(error, tag)`, with the `tag` given here (a
+   * NATS stream sequence, a line number). A worker's first event, text that does not start
+   * with `{"worker_id":N`, and everything with `shards: 0` are parsed here: malformed input
+   * then throws `EventParseError` synchronously (so a malformed event never claims a shard).
+   */
+  applyEventJson(text: Uint8Array, tag?: number): void {
+    this.#engine.applyEventJson(text, tag);
+  }
+
+  /** Resolves once the backlog is under the low-water mark (immediately if it is). */
+  drained(): Promise<void> {
+    if (!this.#engine.needsDrain) return Promise.resolve();
+    return new Promise((res, rej) => {
+      const onDrain = (): void => {
+        this.off('shardFailed', onFail);
+        res();
+      };
+      const onFail = (err: Error): void => {
+        this.off('drain', onDrain);
+        rej(err);
+      };
+      this.once('drain', onDrain);
+      this.once('shardFailed', onFail);
+    });
+  }
+
+  /** Prefix-match scores of every worker for a sequence of tokens hashes (u64 each). */
+  findMatches(hashes: BigUint64Array | readonly bigint[]): Promise<OverlapScores> {
+    return this.#engine.findMatches(hashes);
+  }
+
+  /** Hashes the tokens on this thread (full blocks only), then `findMatches`. */
+  findMatchesForTokens(tokens: Uint32Array | readonly number[]): Promise<OverlapScores> {
+    return this.#engine.findMatches(computeBlockHashes(tokens, this.#blockSize));
+  }
+
+  /** Drops the worker everywhere; a returning worker is assigned a shard afresh. */
+  removeWorker(workerId: bigint): Promise<void> {
+    return this.#engine.removeWorker(workerId);
+  }
+
+  /** The dump as events (with threads: the shards' streams concatenated, event ids from 0). */
+  dumpEvents(): Promise<RouterEvent[]> {
+    return this.#engine.dumpEvents();
+  }
+
+  /**
+   * The dump as snapshot bytes: with threads every shard dumps at once and the parts merge as
+   * bytes (a bincode result then lives in a SharedArrayBuffer, no copy).
+   */
+  dumpSnapshot(encoding: SnapshotEncoding = 'bincode'): Promise<Uint8Array> {
+    return this.#engine.dumpSnapshot(encoding);
+  }
+
+  /** Applies a snapshot's events (or any event stream), honouring backpressure, then flushes. */
+  async restore(events: Iterable<RouterEvent> | AsyncIterable<RouterEvent>): Promise<void> {
+    for await (const e of events as AsyncIterable<RouterEvent>) {
+      this.#engine.applyEvent(e);
+      if (this.#engine.needsDrain) await this.drained();
+    }
+    await this.#engine.flush();
+  }
+
+  /** Resolves when every event applied so far has reached its shard's tree. */
+  flush(): Promise<void> {
+    return this.#engine.flush();
+  }
+
+  /** Per-shard statistics, in shard order (one entry for `shards: 0`). */
+  stats(): Promise<ShardStats[]> {
+    return this.#engine.stats();
+  }
+
+  /** Stops every shard thread; pending calls fail with KVX_CLOSED. Safe to call twice. */
+  async close(): Promise<void> {
+    await this.#engine.close();
+  }
+}

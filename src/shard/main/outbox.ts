@@ -1,0 +1,83 @@
+/**
+ * One ordered outbox per shard: the only way anything reaches a shard thread. Events of every
+ * ingestion path (binary, JSON text, worker removal) are records of one batch, in call order;
+ * a request (lookup, dump, stats, flush) first posts the batch queued before it, then itself.
+ * The shard's port is FIFO, so each request is served against exactly the events queued before
+ * it, whoever queued them and however they were given. Callers append at the moment of their
+ * call; nothing here awaits.
+ */
+import type { RouterEvent } from '../../protocol/types.js';
+import { EventBatchWriter } from '../wire/event-batch.js';
+import type { JsonEventEncoder } from '../wire/json-words.js';
+import type { ShardRequest } from '../wire/messages.js';
+import type { ThreadShard } from './thread-shard.js';
+
+export class ShardOutbox {
+  private readonly batch = new EventBatchWriter();
+
+  /** `onSend(events)` is told how many queued events each posted batch carried. */
+  constructor(
+    private readonly thread: ThreadShard,
+    private readonly batchWords: number,
+    private readonly onSend: (events: number) => void,
+  ) {}
+
+  /** Events queued and not yet posted. */
+  get queued(): number {
+    return this.batch.events;
+  }
+
+  /** Whether the queued batch has reached its size and should be posted now. */
+  get full(): boolean {
+    return this.batch.words >= this.batchWords;
+  }
+
+  /** Validates and queues an event; a malformed one throws `EventParseError` and queues nothing. */
+  pushEvent(event: RouterEvent): void {
+    this.batch.push(event);
+  }
+
+  /**
+   * Queues an event given as canonical serde JSON without an event object (json-words.ts);
+   * returns false, queuing nothing, when the text is not in that layout.
+   */
+  pushCanonicalJson(encoder: JsonEventEncoder, text: Uint8Array): boolean {
+    return encoder.encode(text, 0, text.length, this.batch);
+  }
+
+  /** Queues an event's JSON text for the shard to parse; `tag` comes back with a rejection. */
+  pushJson(text: Uint8Array, tag: number): void {
+    this.batch.pushJson(text, tag);
+  }
+
+  pushRemoveWorker(workerId: bigint): void {
+    this.batch.pushRemoveWorker(workerId);
+  }
+
+  /** Posts the queued batch, if any. */
+  send(): void {
+    const events = this.batch.events;
+    if (events === 0) return;
+    const words = this.batch.take();
+    this.onSend(events);
+    this.thread.sendEvents(words, events, this.batch.askBack());
+  }
+
+  /** Posts the queued batch, then a lookup written into `slot` of the reply board. */
+  lookupInSlot(slot: number): void {
+    this.send();
+    this.thread.lookupInSlot(slot);
+  }
+
+  /** Posts the queued batch, then the request; resolves with the shard's reply. */
+  request<T>(req: ShardRequest, transfer?: ArrayBuffer[]): Promise<T> {
+    if (this.thread.failed !== null) return Promise.reject(this.thread.failed);
+    this.send();
+    return this.thread.request<T>(req, transfer);
+  }
+
+  /** Takes back a batch buffer the shard handed back. */
+  recycle(buffer: ArrayBuffer): void {
+    this.batch.recycle(buffer);
+  }
+}

@@ -1,0 +1,319 @@
+/**
+ * The threaded engine: the main thread validates and routes KV events to shard threads (sticky
+ * worker -> shard assignment, as Dynamo's `KvIndexerSharded`), lookups are broadcast and merged,
+ * dumps are built by every shard at once and merged as bytes.
+ *
+ * Ordering: everything for a shard goes through its outbox (outbox.ts), appended at the moment
+ * of the call, before any await: event batches of every ingestion path, worker removals, and
+ * requests. So each call sees exactly the events applied before it. A dump carries an id, and a
+ * shard keeps its prepared part per id, so several dumps may be in flight at once.
+ *
+ * Backpressure: `applyEvent` never blocks. When more than `highWaterEvents` events are queued or
+ * in flight, `needsDrain` becomes true; the indexer emits `'drain'` once the backlog falls under
+ * half of that.
+ */
+import type { Logger } from 'pino';
+import { ErrorCode, KvIndexError } from '../../errors.js';
+import { parseRouterEvent } from '../../protocol/json-parse.js';
+import { decodeSnapshot } from '../../protocol/snapshot-reader.js';
+import { mergeSnapshots, writeBincodeCount } from '../../protocol/snapshot-merge.js';
+import { U64_MAX, type OverlapScores, type RouterEvent, type SnapshotEncoding } from '../../protocol/types.js';
+import { assertRouterEvent } from '../../protocol/validate.js';
+import type { Emit, Engine } from '../../indexer/indexer.js';
+import { JsonEventEncoder } from '../wire/json-words.js';
+import type { DumpPrepared, FindReply, ShardStats } from '../wire/messages.js';
+import { peekWorkerId } from './json-peek.js';
+import { mergeScores, toU64Array } from './merge-scores.js';
+import { ShardOutbox } from './outbox.js';
+import { ReplyBoard } from './reply-board.js';
+import { ThreadShard, type Ack, type ShardThreadSpec } from './thread-shard.js';
+
+export interface ThreadedEngineOptions {
+  shards: number;
+  expirationMs: number | undefined;
+  logger: Logger | null;
+  highWaterEvents: number;
+  batchWords: number;
+  thread: ShardThreadSpec;
+}
+
+export class ThreadedEngine implements Engine {
+  private readonly logger: Logger | null;
+  private readonly highWater: number;
+  private readonly threads: ThreadShard[];
+  private readonly outboxes: ShardOutbox[];
+  private readonly encoder = new JsonEventEncoder();
+  private readonly shardOf = new Map<bigint, number>();
+  private readonly workersPerShard: number[];
+  private readonly board: ReplyBoard;
+  private readonly frequencyTrail: boolean;
+  private flushScheduled = false;
+  private nextDump = 1;
+  private queued = 0;
+  private inFlight = 0;
+  private draining = false;
+  private failure: KvIndexError | null = null;
+  private closed = false;
+
+  private constructor(options: ThreadedEngineOptions, board: ReplyBoard, threads: ThreadShard[], private readonly emit: Emit) {
+    this.logger = options.logger;
+    this.highWater = options.highWaterEvents;
+    this.board = board;
+    this.frequencyTrail = options.expirationMs !== undefined;
+    this.threads = threads;
+    this.outboxes = threads.map((t) => new ShardOutbox(t, options.batchWords, (events) => this.sent(events)));
+    this.workersPerShard = threads.map(() => 0);
+  }
+
+  /** Starts the shard threads; throws `ShardFailed` (after stopping the started ones) if any fails. */
+  static async start(options: ThreadedEngineOptions, emit: Emit): Promise<ThreadedEngine> {
+    const board = new ReplyBoard(options.shards);
+    let engine: ThreadedEngine | null = null;
+    const started = await Promise.allSettled(
+      Array.from({ length: options.shards }, (_, i) =>
+        ThreadShard.start(
+          i, options.thread,
+          { shard: i, expirationMs: options.expirationMs ?? null, board: board.shape },
+          (ack) => engine?.onAck(i, ack),
+          (err) => engine?.onShardFailed(err),
+        ),
+      ),
+    );
+    const threads = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+    if (threads.length !== options.shards) {
+      await Promise.all(threads.map((t) => t.close()));
+      const reason = started.find((s) => s.status === 'rejected') as PromiseRejectedResult;
+      throw new KvIndexError(ErrorCode.ShardFailed, `could not start shard threads: ${String(reason.reason)}`, { cause: reason.reason });
+    }
+    engine = new ThreadedEngine(options, board, threads, emit);
+    for (const t of threads) if (t.failed !== null) engine.onShardFailed(t.failed);
+    return engine;
+  }
+
+  get needsDrain(): boolean {
+    return this.draining;
+  }
+
+  get liveThreads(): number {
+    return this.threads.reduce((n, t) => n + t.liveThreads, 0);
+  }
+
+  get threadIds(): number[] {
+    return this.threads.map((t) => t.threadId);
+  }
+
+  applyEvent(event: RouterEvent): void {
+    this.check();
+    const id = (event as { workerId?: unknown } | null)?.workerId;
+    if (typeof id !== 'bigint' || id < 0n || id > U64_MAX) assertRouterEvent(event); // throws
+    const known = this.shardOf.get(event.workerId);
+    const shard = known ?? this.leastLoaded();
+    // `pushEvent` validates as it writes and queues nothing for a malformed event, which
+    // therefore claims no shard for a new worker.
+    this.outboxes[shard]!.pushEvent(event);
+    if (known === undefined) this.claim(event.workerId, shard);
+    this.enqueued(shard);
+  }
+
+  applyEventJsonOnCaller(text: Uint8Array): void {
+    this.check();
+    // A worker's first event is parsed fully, so a malformed one claims it no shard.
+    const worker = peekWorkerId(text);
+    const shard = worker === null ? undefined : this.shardOf.get(worker);
+    if (shard === undefined) {
+      this.applyEvent(parseRouterEvent(text));
+      return;
+    }
+    const out = this.outboxes[shard]!;
+    if (!out.pushCanonicalJson(this.encoder, text)) out.pushEvent(parseRouterEvent(text));
+    this.enqueued(shard);
+  }
+
+  applyEventJson(text: Uint8Array, tag?: number): void {
+    this.check();
+    // A worker's first event is parsed here, so a malformed one claims it no shard (and
+    // throws, as text without the leading worker id does); later ones are parsed in the shard.
+    const worker = peekWorkerId(text);
+    const shard = worker === null ? undefined : this.shardOf.get(worker);
+    if (shard === undefined) {
+      this.applyEvent(parseRouterEvent(text));
+      return;
+    }
+    this.outboxes[shard]!.pushJson(text, tag ?? -1);
+    this.enqueued(shard);
+  }
+
+  async findMatches(hashes: BigUint64Array | readonly bigint[]): Promise<OverlapScores> {
+    this.check();
+    const seq = hashes instanceof BigUint64Array ? hashes : toU64Array(hashes);
+    const words = new Uint32Array(seq.buffer, seq.byteOffset, seq.length * 2);
+    const board = this.board;
+    const most = Math.max(...this.workersPerShard);
+    const slot = board.fits(seq.length, most, this.frequencyTrail ? seq.length : 0) ? board.open(words, seq.length, false) : -1;
+    if (slot < 0) return this.findViaPorts(words, seq.length);
+    try {
+      for (const o of this.outboxes) o.lookupInSlot(slot);
+      await board.wait(slot, () => this.failure !== null || this.closed);
+      this.check();
+      const replies = board.read(slot);
+      if (typeof replies === 'number') {
+        throw new KvIndexError(ErrorCode.ShardFailed, `shard ${replies}: lookup failed`);
+      }
+      return mergeScores(replies);
+    } finally {
+      board.release(slot); // safe even if a shard has not replied (the slot's generation moves on)
+    }
+  }
+
+  /** Lookup with one port reply per shard: when the reply board cannot take it. */
+  async findViaPorts(words: Uint32Array, n: number): Promise<OverlapScores> {
+    const replies = await Promise.all(this.outboxes.map((o) => o.request<FindReply>({ op: 'find', words, n, earlyExit: false })));
+    return mergeScores(replies);
+  }
+
+  async removeWorker(workerId: bigint): Promise<void> {
+    this.check();
+    const shard = this.shardOf.get(workerId);
+    if (shard === undefined) return;
+    this.shardOf.delete(workerId);
+    this.workersPerShard[shard]!--;
+    const out = this.outboxes[shard]!;
+    out.pushRemoveWorker(workerId);
+    this.queued++;
+    await out.request({ op: 'flush' });
+  }
+
+  async dumpEvents(): Promise<RouterEvent[]> {
+    return decodeSnapshot(await this.dumpSnapshot('bincode'), 'bincode');
+  }
+
+  /**
+   * The merged dump as snapshot bytes: every shard dumps at once, the parts merge as bytes.
+   * With a bincode encoding the bytes live in a SharedArrayBuffer (no copy).
+   */
+  async dumpSnapshot(encoding: SnapshotEncoding): Promise<Uint8Array> {
+    this.check();
+    if (encoding === 'jsonl') {
+      const parts = await Promise.all(this.outboxes.map((o) => o.request<Uint8Array>({ op: 'dump', encoding })));
+      return mergeSnapshots(parts, encoding);
+    }
+    if (encoding !== 'bincode' && encoding !== 'bincode-dp') {
+      throw new KvIndexError(ErrorCode.InvalidOption, `encoding: expected 'bincode', 'bincode-dp' or 'jsonl', found ${String(encoding)}`);
+    }
+    // Bincode: shards dump into warm buffers, then each copies its part into one shared buffer
+    // at its offset, renumbering its event ids. Both steps run on all shards at once; the main
+    // thread only adds the sizes (a merge on the main thread would fault in and copy the whole
+    // snapshot serially: bench/shard.bench.ts). The first step is queued now, at its place
+    // among the events; the second only copies what the first fixed.
+    const dump = this.nextDump++;
+    const prepared = await Promise.allSettled(this.outboxes.map((o) => o.request<DumpPrepared>({ op: 'dumpPrepare', dump, encoding })));
+    const failed = prepared.find((p) => p.status === 'rejected');
+    if (failed !== undefined) {
+      prepared.forEach((p, i) => {
+        if (p.status === 'fulfilled') this.outboxes[i]!.request({ op: 'dumpDrop', dump }).catch(() => undefined);
+      });
+      throw failed.reason;
+    }
+    const sizes = prepared.map((p) => (p as PromiseFulfilledResult<DumpPrepared>).value);
+    const total = sizes.reduce((n, s) => n + s.bytes - 8, 8);
+    const target = new SharedArrayBuffer(total);
+    let at = 8;
+    let firstId = 0;
+    const copies: Promise<unknown>[] = [];
+    for (let i = 0; i < this.outboxes.length; i++) {
+      copies.push(this.outboxes[i]!.request({ op: 'dumpCopy', dump, target, at, firstId }));
+      at += sizes[i]!.bytes - 8;
+      firstId += sizes[i]!.events;
+    }
+    await Promise.all(copies);
+    const out = new Uint8Array(target);
+    writeBincodeCount(out, firstId);
+    return out;
+  }
+
+  async flush(): Promise<void> {
+    this.check();
+    await Promise.all(this.outboxes.map((o) => o.request({ op: 'flush' })));
+  }
+
+  async stats(): Promise<ShardStats[]> {
+    this.check();
+    return Promise.all(this.outboxes.map((o) => o.request<ShardStats>({ op: 'stats' })));
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.board.wakeAll();
+    await Promise.all(this.threads.map((t) => t.close()));
+  }
+
+  // ---- internals ----
+
+  private check(): void {
+    if (this.closed) throw new KvIndexError(ErrorCode.Closed, 'indexer is closed');
+    if (this.failure !== null) throw this.failure;
+  }
+
+  /** Dynamo's rule for a new worker: the shard with the fewest workers, lowest index on ties. */
+  private leastLoaded(): number {
+    let shard = 0;
+    for (let i = 1; i < this.workersPerShard.length; i++) {
+      if (this.workersPerShard[i]! < this.workersPerShard[shard]!) shard = i;
+    }
+    return shard;
+  }
+
+  /** Makes `shard` the worker's shard (sticky until `removeWorker`). */
+  private claim(workerId: bigint, shard: number): void {
+    this.shardOf.set(workerId, shard);
+    this.workersPerShard[shard]!++;
+  }
+
+  /** Accounts for an event just queued in shard `shard`'s outbox. */
+  private enqueued(shard: number): void {
+    this.queued++;
+    const out = this.outboxes[shard]!;
+    if (out.full) out.send();
+    else this.scheduleSend();
+    if (!this.draining && this.queued + this.inFlight > this.highWater) this.draining = true;
+  }
+
+  private sent(events: number): void {
+    this.queued -= events;
+    this.inFlight += events;
+  }
+
+  /** Posts every outbox's batch at the end of the current task's microtasks. */
+  private scheduleSend(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    queueMicrotask(() => {
+      this.flushScheduled = false;
+      if (this.closed || this.failure !== null) return;
+      for (const o of this.outboxes) o.send();
+    });
+  }
+
+  private onAck(shard: number, ack: Ack): void {
+    this.inFlight -= ack.events;
+    if (ack.words !== undefined) this.outboxes[shard]?.recycle(ack.words);
+    for (const r of ack.rejected) {
+      const err = KvIndexError.fromData(r);
+      const tag = r.tag >= 0 ? r.tag : undefined;
+      this.logger?.warn({ code: err.code, tag }, err.message);
+      this.emit('malformed', err, tag);
+    }
+    if (this.draining && this.queued + this.inFlight <= this.highWater / 2) {
+      this.draining = false;
+      this.emit('drain');
+    }
+  }
+
+  private onShardFailed(err: KvIndexError): void {
+    if (this.failure === null) this.failure = err;
+    this.board.wakeAll();
+    this.logger?.error({ code: err.code }, err.message);
+    this.emit('shardFailed', err);
+  }
+}
