@@ -3,6 +3,7 @@
  * The `kvindex` command line. Each subcommand lives in its own module exporting
  * `main(args: string[]): Promise<number>` (the exit code), loaded on demand.
  */
+import { readFileSync } from 'node:fs';
 
 const COMMANDS: Record<string, () => Promise<{ main(args: string[]): Promise<number> }>> = {
   demo: () => import('./demo-command.js'),
@@ -14,13 +15,25 @@ const USAGE = `usage: kvindex <command> [options]
   replay <file> [options]   replay a trace, recorded KV events or a workload through the indexer
   serve [options]           consume KV events from NATS JetStream and serve lookups
   demo                      index a few events and print the scores
+  --version, -V             print the version
 run 'kvindex <command> --help' for the options of a command
 `;
+
+/** The version in the package's package.json, two levels above src/cli, three above dist/src/cli. */
+function packageVersion(): string {
+  const up = import.meta.url.endsWith('.ts') ? '../../' : '../../../';
+  const pkg = JSON.parse(readFileSync(new URL(`${up}package.json`, import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
 
 async function run(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (command === undefined || command === '--help' || command === 'help' || command === '-h') {
     process.stdout.write(USAGE);
+    return 0;
+  }
+  if (command === '--version' || command === '-V') {
+    process.stdout.write(`${packageVersion()}\n`);
     return 0;
   }
   const load = COMMANDS[command];
