@@ -117,13 +117,8 @@ export class ThreadedEngine implements Engine {
 
   applyEventJsonOnCaller(text: Uint8Array): void {
     this.check();
-    // A worker's first event is parsed fully, so a malformed one claims it no shard.
-    const worker = peekWorkerId(text);
-    const shard = worker === null ? undefined : this.shardOf.get(worker);
-    if (shard === undefined) {
-      this.applyEvent(parseRouterEvent(text));
-      return;
-    }
+    const shard = this.shardOfJsonOrApply(text);
+    if (shard < 0) return;
     const out = this.outboxes[shard]!;
     if (!out.pushCanonicalJson(this.encoder, text)) out.pushEvent(parseRouterEvent(text));
     this.enqueued(shard);
@@ -131,16 +126,23 @@ export class ThreadedEngine implements Engine {
 
   applyEventJson(text: Uint8Array, tag?: number): void {
     this.check();
-    // A worker's first event is parsed here, so a malformed one claims it no shard (and
-    // throws, as text without the leading worker id does); later ones are parsed in the shard.
+    const shard = this.shardOfJsonOrApply(text);
+    if (shard < 0) return;
+    this.outboxes[shard]!.pushJson(text, tag ?? -1); // parsed in the shard
+    this.enqueued(shard);
+  }
+
+  /**
+   * The shard of the worker a JSON event names when that worker has one; otherwise (a worker's
+   * first event, or text that does not start with the worker id) parses the whole event here
+   * and applies it, returning -1: a malformed first event then throws and claims no shard.
+   */
+  private shardOfJsonOrApply(text: Uint8Array): number {
     const worker = peekWorkerId(text);
     const shard = worker === null ? undefined : this.shardOf.get(worker);
-    if (shard === undefined) {
-      this.applyEvent(parseRouterEvent(text));
-      return;
-    }
-    this.outboxes[shard]!.pushJson(text, tag ?? -1);
-    this.enqueued(shard);
+    if (shard !== undefined) return shard;
+    this.applyEvent(parseRouterEvent(text));
+    return -1;
   }
 
   async findMatches(hashes: BigUint64Array | readonly bigint[]): Promise<OverlapScores> {
