@@ -22,8 +22,6 @@ export interface IndexerEvents {
   malformed: [error: KvIndexError, tag: number | undefined];
 }
 
-export type Emit = <K extends keyof IndexerEvents>(name: K, ...args: IndexerEvents[K]) => void;
-
 /** What an engine implements; `ShardedIndexer` adds the calls built on these. */
 export interface Engine {
   readonly needsDrain: boolean;

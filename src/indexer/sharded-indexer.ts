@@ -16,10 +16,10 @@ import { EventEmitter } from 'node:events';
 import { ErrorCode, KvIndexError } from '../errors.js';
 import { computeBlockHashes } from '../hash/block-hash.js';
 import type { OverlapScores, RouterEvent, SnapshotEncoding } from '../protocol/types.js';
-import { ThreadedEngine } from '../shard/main/threaded-engine.js';
+import { ThreadedEngine, type EngineReport } from '../shard/main/threaded-engine.js';
 import type { ShardThreadSpec } from '../shard/main/thread-shard.js';
 import type { ShardStats } from '../shard/wire/messages.js';
-import type { Emit, Engine, Indexer, IndexerEvents } from './indexer.js';
+import type { Engine, Indexer, IndexerEvents } from './indexer.js';
 import { LocalEngine } from './local-engine.js';
 import { checkOptions, shardWorkerFile, type ShardedIndexerOptions } from './options.js';
 
@@ -45,10 +45,10 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
 
   static async #start(options: ShardedIndexerOptions, thread: ShardThreadSpec | null): Promise<ShardedIndexer> {
     let ix: ShardedIndexer | null = null;
-    const emit: Emit = (name, ...args) => {
-      (ix as EventEmitter | null)?.emit(name, ...args);
+    const report = (...r: EngineReport): void => {
+      (ix as EventEmitter | null)?.emit(r[0], ...r.slice(1));
     };
-    const engine = thread === null
+    const engine: Engine = thread === null
       ? new LocalEngine(options.expirationMs)
       : await ThreadedEngine.start(
         {
@@ -59,7 +59,7 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
           batchWords: options.batchWords ?? 64 * 1024,
           thread,
         },
-        emit,
+        report,
       );
     ix = new ShardedIndexer(options, engine);
     options.logger?.debug({ shards: options.shards }, 'indexer started');

@@ -19,7 +19,6 @@ import { decodeSnapshot } from '../../protocol/snapshot-reader.js';
 import { mergeSnapshots, writeBincodeCount } from '../../protocol/snapshot-merge.js';
 import { U64_MAX, type OverlapScores, type RouterEvent, type SnapshotEncoding } from '../../protocol/types.js';
 import { assertRouterEvent } from '../../protocol/validate.js';
-import type { Emit, Engine } from '../../indexer/indexer.js';
 import { JsonEventEncoder } from '../wire/json-words.js';
 import type { DumpPrepared, FindReply, ShardStats } from '../wire/messages.js';
 import { peekWorkerId } from './json-peek.js';
@@ -27,6 +26,16 @@ import { mergeScores, toU64Array } from './merge-scores.js';
 import { ShardOutbox } from './outbox.js';
 import { ReplyBoard } from './reply-board.js';
 import { ThreadShard, type Ack, type ShardThreadSpec } from './thread-shard.js';
+
+/**
+ * Where the engine reports what happens off the calling thread; ShardedIndexer turns these
+ * into its `'drain'`, `'shardFailed'` and `'malformed'` events. (The engine implements the
+ * indexer's `Engine` contract structurally, so this folder does not import the indexer's.)
+ */
+export type EngineReport =
+  | ['drain']
+  | ['shardFailed', KvIndexError]
+  | ['malformed', KvIndexError, number | undefined];
 
 export interface ThreadedEngineOptions {
   shards: number;
@@ -37,7 +46,7 @@ export interface ThreadedEngineOptions {
   thread: ShardThreadSpec;
 }
 
-export class ThreadedEngine implements Engine {
+export class ThreadedEngine {
   private readonly logger: Logger | null;
   private readonly highWater: number;
   private readonly threads: ThreadShard[];
@@ -55,7 +64,7 @@ export class ThreadedEngine implements Engine {
   private failure: KvIndexError | null = null;
   private closed = false;
 
-  private constructor(options: ThreadedEngineOptions, board: ReplyBoard, threads: ThreadShard[], private readonly emit: Emit) {
+  private constructor(options: ThreadedEngineOptions, board: ReplyBoard, threads: ThreadShard[], private readonly report: (...r: EngineReport) => void) {
     this.logger = options.logger;
     this.highWater = options.highWaterEvents;
     this.board = board;
@@ -66,7 +75,7 @@ export class ThreadedEngine implements Engine {
   }
 
   /** Starts the shard threads; throws `ShardFailed` (after stopping the started ones) if any fails. */
-  static async start(options: ThreadedEngineOptions, emit: Emit): Promise<ThreadedEngine> {
+  static async start(options: ThreadedEngineOptions, report: (...r: EngineReport) => void): Promise<ThreadedEngine> {
     const board = new ReplyBoard(options.shards);
     let engine: ThreadedEngine | null = null;
     const started = await Promise.allSettled(
@@ -85,7 +94,7 @@ export class ThreadedEngine implements Engine {
       const reason = started.find((s) => s.status === 'rejected') as PromiseRejectedResult;
       throw new KvIndexError(ErrorCode.ShardFailed, `could not start shard threads: ${String(reason.reason)}`, { cause: reason.reason });
     }
-    engine = new ThreadedEngine(options, board, threads, emit);
+    engine = new ThreadedEngine(options, board, threads, report);
     for (const t of threads) if (t.failed !== null) engine.onShardFailed(t.failed);
     return engine;
   }
@@ -304,11 +313,11 @@ export class ThreadedEngine implements Engine {
       const err = KvIndexError.fromData(r);
       const tag = r.tag >= 0 ? r.tag : undefined;
       this.logger?.warn({ code: err.code, tag }, err.message);
-      this.emit('malformed', err, tag);
+      this.report('malformed', err, tag);
     }
     if (this.draining && this.queued + this.inFlight <= this.highWater / 2) {
       this.draining = false;
-      this.emit('drain');
+      this.report('drain');
     }
   }
 
@@ -316,6 +325,6 @@ export class ThreadedEngine implements Engine {
     if (this.failure === null) this.failure = err;
     this.board.wakeAll();
     this.logger?.error({ code: err.code }, err.message);
-    this.emit('shardFailed', err);
+    this.report('shardFailed', err);
   }
 }
