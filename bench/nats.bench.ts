@@ -5,7 +5,8 @@
  *   event) against a window of 256;
  * - publish -> applied: a `KvEventSubscriber` consumes while the events are published; the time
  *   runs from the first publish until `lastAppliedSeq` reaches the last one. Batched pulls (512
- *   messages) against one message per pull, as Dynamo fetches; in-thread against 2 shards;
+ *   messages) against one message per pull, as Dynamo fetches (both are kvindex's subscriber,
+ *   not Dynamo's); in-thread against 2 shards;
  * - snapshot of about a million pairs (the final synthetic tree replicated, as the shard bench
  *   does): dump, upload to the object store, stable download, restore into a fresh indexer.
  * Events are the synthetic workload's (Stored events average ~150 blocks, ~7 KB of JSON), or
@@ -129,7 +130,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     // 2. Publish -> applied.
     const e2eRows: SuiteResult['rows'] = [];
     const configs: Array<{ shards: number; batch: number; inShards: boolean; label: string; sample: RouterEvent[] }> = [
-      { shards: 0, batch: 1, inShards: false, label: 'one message per pull (Dynamo)', sample: events.slice(0, Math.min(events.length, opts.quick ? 300 : 1_000)) },
+      { shards: 0, batch: 1, inShards: false, label: 'one message per pull (as Dynamo fetches)', sample: events.slice(0, Math.min(events.length, opts.quick ? 300 : 1_000)) },
       { shards: 0, batch: 512, inShards: false, label: 'batched pulls', sample: events },
       { shards: 2, batch: 512, inShards: false, label: 'batched pulls', sample: events },
       { shards: 2, batch: 512, inShards: true, label: 'batched pulls', sample: events },
@@ -172,7 +173,8 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     }
     rows.push(...e2eRows.map((r) => ({ suite: 'nats-e2e', ...r })));
     sections.push(
-      `**Publish -> applied**: a subscriber consumes while the events are published (window 256, same process); time ` +
+      `**Publish -> applied**: kvindex's subscriber consumes while the events are published (window 256, same process; ` +
+        `"as Dynamo fetches" is its pull size only, one message per pull, not Dynamo's code); time ` +
         `from the first publish until every event is applied (flushed) and acked. **Backlog drain**: a second router ` +
         `started afterwards consumes the same events from the stream (start-up included).\n\n${table(e2eRows)}`,
     );
@@ -218,8 +220,10 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     }
     rows.push(...snapRows.map((r) => ({ suite: 'nats-snapshot', ...r })));
     sections.push(
-      `**Snapshot** of the final tree of the events above replicated ${copies}x (bincode): dump (shards in parallel, ` +
-        `merged as bytes), upload to the object store (128 KiB chunks), download (one transfer plus the 100 ms ` +
+      `**Snapshot** of the final tree of the events above replicated ${copies}x (bincode): dump (the indexer's ` +
+        `\`dumpSnapshot\` as a router runs it: in-thread into a fresh buffer each time, shards into writers they keep, ` +
+        `then copied into one fresh shared buffer; the sharded indexer section compares the two under one memory ` +
+        `policy), upload to the object store (128 KiB chunks), download (one transfer plus the 100 ms ` +
         `stability re-check of the metadata), restore into a fresh indexer.\n\n${table(snapRows)}`,
     );
   } finally {

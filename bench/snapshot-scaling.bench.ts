@@ -8,9 +8,10 @@
  *   heap (free of page faults), larger ones from fresh pages (~3-5 ms per MB written here), so
  *   the small sizes of the series dodge a cost the large ones pay: its ratios are shown, not
  *   judged.
- * In the same run, the baseline of Dynamo before its reverse lookup (PR #3370):
- * `dumpByScanning` on the Map-based reference tree, which finds each pair's external hash by
- * scanning the worker's blocks, O(pairs x blocks per worker); it runs on the smaller sizes only.
+ * In the same run, a JS port of the algorithm of Dynamo's dump before its reverse lookup (PR
+ * #3370): `dumpByScanning` on the Map-based reference tree, which finds each pair's external
+ * hash by scanning the worker's blocks, O(pairs x blocks per worker); it runs on the smaller
+ * sizes only. It is not Dynamo's Rust code: its times show the algorithm's cost, not Dynamo's.
  *
  * The trees: a fleet of 8 workers x 4,096 blocks is simulated on the conversation trace
  * (32,768 pairs, the fleet's real prefix sharing and eviction history), then replicated 8, 16,
@@ -176,9 +177,9 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       'between dumps (`tree.dumpTo(writer)`, what each shard thread does); `fresh buffer` is `dumpSnapshot()`, whose output is new ' +
       'memory each time: under glibc\'s 32 MB mmap threshold it reuses freed heap, above it every page written is a first-touch ' +
       'page fault (about 3-5 ms per MB on this VM), so the small sizes skip a cost the large ones pay. The target is judged on ' +
-      '`dump`, the walk\'s own scaling. The scan baseline is Dynamo\'s pre-#3370 dump ' +
-      '(`dumpByScanning` on the Map-based reference tree: one single-block event per pair, each hash found by ' +
-      'scanning the worker\'s blocks).',
+      '`dump`, the walk\'s own scaling. The scan baseline is a JavaScript port of the algorithm of Dynamo\'s dump ' +
+      'before its PR #3370 (`dumpByScanning` on the Map-based reference tree: one single-block event per pair, each ' +
+      'hash found by scanning the worker\'s blocks); it is not Dynamo\'s Rust code.',
     '',
     table(rows),
     '',

@@ -2,6 +2,8 @@
  * `applyEventJson`: raw serde-JSON events routed on the worker id and parsed in the shards; and
  * `applyEventJsonOnCaller`, parsed on the calling thread straight into the shard batches.
  */
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode, EventParseError, KvIndexError } from '../src/errors.js';
 import { formatRouterEvent } from '../src/protocol/json-format.js';
@@ -90,6 +92,24 @@ describe('applyEventJson', () => {
     const threaded = await make(2);
     expect(() => threaded.applyEventJson(enc('{"event":{},"worker_id":1}'))).toThrow(KvIndexError);
     expect((await threaded.stats()).reduce((n, s) => n + s.events.ok + s.malformed, 0)).toBe(0);
+  });
+
+  it('logs a malformed event itself only when nothing listens to the malformed event', async () => {
+    const lines: string[] = [];
+    const sink = new Writable({ write: (chunk: Buffer, _enc, done) => { lines.push(chunk.toString()); done(); } });
+    const ix = await ShardedIndexer.create({ shards: 1, blockSize: 4, logger: pino({ level: 'warn' }, sink) });
+    open.push(ix);
+    const bad = enc(`{"worker_id":${W1},"event":{"event_id":1,"data":{"moved":{}}}}`);
+    ix.applyEventJson(enc(formatRouterEvent(chain(W1, 1, 0n))));
+    ix.applyEventJson(bad, 11);
+    await ix.flush();
+    expect(lines.filter((l) => l.includes('"tag":11'))).toHaveLength(1); // no listener: logged here
+    const heard: (number | undefined)[] = [];
+    ix.on('malformed', (_e, tag) => heard.push(tag));
+    ix.applyEventJson(bad, 12);
+    await ix.flush();
+    expect(heard).toEqual([12]);
+    expect(lines.filter((l) => l.includes('"tag":12'))).toHaveLength(0); // the listener logs it
   });
 
   it("parses a worker's first event on the calling thread, so a malformed one claims no shard", async () => {

@@ -286,9 +286,10 @@ export class MapRadixTree {
 }
 
 /**
- * Dynamo's pre-PR-#3370 dump, kept as a quadratic benchmark baseline: BFS over the tree, one
- * single-block Stored per (node, worker), each external hash found by scanning the worker's
- * whole lookup map for the node. The parent hash is the worker's own hash on the tree parent
+ * A JavaScript port of the algorithm of Dynamo's dump before its PR #3370, on this Map tree,
+ * kept as a quadratic benchmark baseline (it is not Dynamo's Rust code and not its speed): BFS
+ * over the tree, one single-block Stored per (node, worker), each external hash found by
+ * scanning the worker's whole lookup map for the node. The parent hash is the worker's own hash on the tree parent
  * (found by the same scan when the parent was visited), else null. O(pairs x blocks per worker).
  */
 export function dumpByScanning(tree: MapRadixTree): RouterEvent[] {
@@ -345,9 +346,10 @@ export function countOrphans(tree: MapRadixTree): number {
 }
 
 /**
- * Dynamo's dump after PR #3370 on the Map tree: BFS, one single-block Stored event per
+ * A JavaScript port of the algorithm of Dynamo's dump after its PR #3370, on this Map tree (not
+ * Dynamo's Rust code, which dumps several times faster): BFS, one single-block Stored event per
  * (node, worker), the external hash read from the node's own worker map and the parent hash
- * from a per-child copy of the parent's worker map. The baseline of the dump benchmark.
+ * from a per-child copy of the parent's worker map. The baseline of the tree bench's dump.
  */
 export function dumpPerPair(tree: MapRadixTree): RouterEvent[] {
   const { root } = internalsOf(tree);

@@ -1,7 +1,8 @@
 /**
- * `kvindex demo`: the embedded default of the main job until `kvindex replay` exists. Hashes
- * two requests that share a prefix, indexes the KV events two workers would publish for them,
- * and prints the overlap scores of a third request, plus the snapshot sizes.
+ * `kvindex demo` (`npm run demo`): a small tour of the library, not the main job (that is
+ * `kvindex replay`, `npm run replay`; see the README). Hashes two requests that share a prefix,
+ * indexes the KV events two workers would publish for them, and prints the overlap scores of a
+ * third request, plus the snapshot sizes.
  */
 import { computeBlockHashes, computeSequenceHashes } from '../hash/block-hash.js';
 import { formatRouterEvent } from '../protocol/json-format.js';

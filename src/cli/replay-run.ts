@@ -9,10 +9,12 @@
  * - workload: `match` lines are looked up and compared with `expect` (`mismatches`), `event`
  *   lines applied.
  *
- * Time spent inside indexer calls (applyEvent, lookups, backpressure waits, the final flush) is
- * summed as `indexerMs`; block-ops/s is (blocks stored + blocks removed + blocks matched by
- * lookups) over that time, so the simulation's own work (token generation, hashing, the cache
- * model) does not count against the indexer.
+ * `indexerMs` is the indexer's time as `IndexerClock` measures it: in-thread, the time inside
+ * indexer calls (applyEvent, lookups, backpressure waits, the final flush), so the simulation's
+ * own work (token generation, hashing, the cache model) does not count against the indexer; with
+ * shard threads, wall time from a call until the shards are known to have caught up (a lookup's
+ * reply, the final `flush()`), which includes the time they spend applying. Block-ops/s is
+ * (blocks stored + blocks removed + blocks matched by lookups) over `indexerMs`.
  */
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -25,6 +27,7 @@ import { detectInputKind, InputKind, parseRecordedLine } from '../trace/input-ki
 import { openLineSource, type LineSource } from '../trace/line-source.js';
 import { traceRequestFrom } from '../trace/mooncake.js';
 import { parseWorkloadLine } from '../trace/workload.js';
+import { IndexerClock } from './indexer-clock.js';
 import { LatencyLog, type ReplaySummary, type ReplayProgress } from './replay-summary.js';
 
 export interface ReplayRunOptions {
@@ -54,7 +57,8 @@ class Pacer {
   private start = 0;
   constructor(private readonly speed: number) {}
 
-  async wait(ts: number): Promise<void> {
+  /** Waits until `ts` is due; `settle` runs first when there is time to wait. */
+  async wait(ts: number, settle: () => Promise<void>): Promise<void> {
     if (this.speed === Infinity) return;
     if (Number.isNaN(this.origin)) {
       this.origin = ts;
@@ -62,6 +66,8 @@ class Pacer {
       return;
     }
     const due = this.start + (ts - this.origin) / this.speed;
+    if (due - performance.now() <= 1) return;
+    await settle();
     const ahead = due - performance.now();
     if (ahead > 1) await sleep(ahead);
   }
@@ -92,7 +98,7 @@ class ReplayRun {
   private removed = 0;
   private cleared = 0;
   private matched = 0;
-  private indexerMs = 0;
+  private readonly clock: IndexerClock;
   private mismatches = 0;
   private requestBlocks = 0;
   private hitBlocks = 0;
@@ -109,6 +115,7 @@ class ReplayRun {
   ) {
     this.bad = new BadLines(options.file, options.strict);
     this.pacer = new Pacer(options.speed);
+    this.clock = new IndexerClock(options.shards > 0);
   }
 
   async run(): Promise<ReplaySummary> {
@@ -125,13 +132,12 @@ class ReplayRun {
       }
     }
     this.settlePending();
-    let t = performance.now();
-    await this.indexer.flush();
-    this.indexerMs += performance.now() - t;
+    await this.flush();
     const wallMs = performance.now() - started;
+    const indexerMs = this.clock.ms;
 
     const stats = await this.indexer.stats();
-    t = performance.now();
+    const t = performance.now();
     const snapshot = await this.indexer.dumpSnapshot('bincode');
     const dumpMs = performance.now() - t;
     const pairs = stats.reduce((n, s) => n + s.pairs, 0);
@@ -156,9 +162,9 @@ class ReplayRun {
       blocksRemoved: this.removed,
       blocksMatched: this.matched,
       blockOps,
-      indexerMs: this.indexerMs,
+      indexerMs,
       wallMs,
-      blockOpsPerSec: this.indexerMs > 0 ? (blockOps / this.indexerMs) * 1000 : 0,
+      blockOpsPerSec: indexerMs > 0 ? (blockOps / indexerMs) * 1000 : 0,
       lookups,
       lookupP50Us: lookups > 0 ? this.latency.percentile(50) : null,
       lookupP99Us: lookups > 0 ? this.latency.percentile(99) : null,
@@ -221,7 +227,7 @@ class ReplayRun {
           this.bad.add(line, (err as Error).message);
           return;
         }
-        if (rec.timestamp !== null) await this.pacer.wait(rec.timestamp);
+        if (rec.timestamp !== null) await this.pacer.wait(rec.timestamp, this.settleBeforeSleep);
         await this.apply([rec.event], rec.timestamp ?? 0);
         return;
       }
@@ -248,7 +254,7 @@ class ReplayRun {
     const sim = this.sim!;
     const req = r.request;
     this.lastTimestamp = req.timestamp;
-    await this.pacer.wait(req.timestamp);
+    await this.pacer.wait(req.timestamp, this.settleBeforeSleep);
     const prepared = sim.prepare(req);
     const scores = await this.lookup(prepared.local);
     const served = sim.serve(prepared, scores);
@@ -297,11 +303,28 @@ class ReplayRun {
     this.pending = null;
   }
 
+  /** Waits until the indexer has applied everything, counting the wait as indexer time. */
+  private async flush(): Promise<void> {
+    this.clock.begin();
+    await this.indexer.flush();
+    this.clock.idle();
+  }
+
+  /**
+   * Before a paced replay sleeps: lets the shards catch up and closes the busy span, so the
+   * sleep is not counted as indexer time.
+   */
+  private readonly settleBeforeSleep = async (): Promise<void> => {
+    if (this.clock.busy) await this.flush();
+  };
+
   private async lookup(seq: BigUint64Array): Promise<Map<bigint, number>> {
+    this.clock.begin();
     const t = performance.now();
     const { scores } = await this.indexer.findMatches(seq);
     const dt = performance.now() - t;
-    this.indexerMs += dt;
+    // The reply comes after every shard applied the events queued before the lookup.
+    this.clock.idle();
     this.latency.push(dt * 1000);
     let best = 0;
     for (const s of scores.values()) if (s > best) best = s;
@@ -312,7 +335,7 @@ class ReplayRun {
   private async apply(events: readonly RouterEvent[], timestamp: number): Promise<void> {
     const record = this.options.onEvent;
     if (record !== undefined) for (const e of events) record(timestamp, e);
-    const t = performance.now();
+    this.clock.begin();
     for (const e of events) {
       this.indexer.applyEvent(e);
       this.events++;
@@ -322,7 +345,7 @@ class ReplayRun {
       else this.cleared++;
     }
     if (this.indexer.needsDrain) await this.indexer.drained();
-    this.indexerMs += performance.now() - t;
+    this.clock.enqueued();
   }
 }
 

@@ -26,7 +26,11 @@ export interface ReplaySummary {
   blocksMatched: number;
   /** blocksStored + blocksRemoved + blocksMatched. */
   blockOps: number;
-  /** Time inside indexer calls, ms. */
+  /**
+   * Indexer time, ms (see `IndexerClock`): in-thread, the time inside indexer calls; with shard
+   * threads, wall time from a call until the shards have caught up (a lookup's reply, a flush),
+   * the shards' applying included.
+   */
   indexerMs: number;
   /** Whole replay loop, ms (simulation and pacing included). */
   wallMs: number;

@@ -25,8 +25,8 @@ const USAGE = `usage: kvindex serve [options]
                              Dynamo's default is 1000000)
   --encoding <enc>           snapshot layout: bincode (default, Dynamo's), bincode-dp, jsonl
   --reset-states             purge the stream and delete the snapshot bucket instead of loading it
-  --parse-in-shards          shard threads parse the events (parallel; malformed ones are logged
-                             with a range of stream sequences instead of the exact one)
+  --parse-in-shards          shard threads parse the events (parallel; a malformed one is counted
+                             in its shard and still logged at WARN with its exact stream sequence)
   --consumer <name>          durable consumer name (default: a random UUID)
   --keep-consumer            keep the durable consumer on exit (default: delete it, as Dynamo does)
   --max-age <s>              max_age of the stream when serve creates it (default: 3600)

@@ -45,7 +45,14 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
 
   static async #start(options: ShardedIndexerOptions, thread: ShardThreadSpec | null): Promise<ShardedIndexer> {
     let ix: ShardedIndexer | null = null;
+    const logger = options.logger ?? null;
     const report = (...r: EngineReport): void => {
+      // A malformed event is logged here only when nobody listens: a listener (the NATS
+      // subscriber) logs it with its own context, and two WARN lines per bad message misled.
+      if (r[0] === 'malformed' && ix !== null && ix.listenerCount('malformed') === 0) {
+        logger?.warn({ code: r[1].code, tag: r[2] }, r[1].message);
+        return;
+      }
       (ix as EventEmitter | null)?.emit(r[0], ...r.slice(1));
     };
     const engine: Engine = thread === null

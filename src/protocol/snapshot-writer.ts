@@ -2,23 +2,24 @@
  * Snapshot writers: serialise `Vec<RouterEvent>` straight into a growable byte buffer, in
  * Dynamo's bincode-1 layout (Dynamo reference §1.3), the same plus `dp_rank`, or JSON lines.
  *
- * The radix tree dumps one single-block Stored event per (node, worker) pair, a million of them
- * for a large tree, so the writer takes every u64 as two u32 halves (no `bigint` on that path)
- * and writes little-endian fields with a `DataView` (bincode) or ASCII digits (JSON lines,
- * see `u64-decimal.ts`) into one buffer that doubles when full. Each encoding is its own
+ * The radix tree dumps one multi-block Stored event per maximal per-worker chain (src/tree/dump.ts),
+ * a million blocks for a large tree, so the writer takes every u64 as two u32 halves (no `bigint`
+ * on that path) and writes little-endian fields with a `DataView` (bincode) or ASCII digits (JSON
+ * lines, see `u64-decimal.ts`) into one buffer that doubles when full. Each encoding is its own
  * subclass, chosen once by `createSnapshotWriter`, so no method branches on the encoding.
  *
  * Bytes per (worker, block) pair in bincode:
- *   single-block Stored event (what a dump emits): worker_id 8 + event_id 8 + variant 4 +
- *   option tag 1 + parent 8 (0 at the root) + block count 8 + block 16 = 53 bytes (45 at the
- *   root; +4 with dp_rank);
- *   chained multi-block Stored event: 16 bytes per extra block, a 3.3x smaller snapshot.
+ *   single-block Stored event (what Dynamo's dump emits for every pair, and the worst case of
+ *   ours, a chain of one block): worker_id 8 + event_id 8 + variant 4 + option tag 1 + parent 8
+ *   (0 at the root) + block count 8 + block 16 = 53 bytes (45 at the root; +4 with dp_rank);
+ *   chained multi-block Stored event (what kvindex's dump emits): 16 bytes per extra block, a
+ *   3.3x smaller snapshot (17 MB instead of ~55 MB for the 1M-pair tree of bench/tree.bench.ts).
  * In JSON lines a single-block event with full-range hashes is ~196 bytes, an extra block ~70.
  *
- * Throughput, 1M single-block Stored events with full-range hashes and worker ids into a warm
- * (reused) writer, 2-core dev VM shared with other jobs, so ranges not points: bincode
- * 15-60 ms (17-65 M blocks/s), JSON lines 360-670 ms (1.5-2.7 M blocks/s; 5 u64 decimals per
- * event are most of it). Fresh memory is the expensive part on that VM (see `finishShared`
+ * Throughput, 1M single-block Stored events (the most work per pair) with full-range hashes and
+ * worker ids into a warm (reused) writer, 2-core dev VM shared with other jobs, so ranges not
+ * points: bincode 15-60 ms (17-65 M blocks/s), JSON lines 360-670 ms (1.5-2.7 M blocks/s; 5 u64
+ * decimals per event are most of it). Fresh memory is the expensive part on that VM (see `finishShared`
  * and `createSnapshotWriter`).
  */
 
@@ -36,8 +37,9 @@ const MIN_INITIAL_BYTES = 256;
 /**
  * Creates a snapshot writer for `encoding`, starting with a buffer of `initialBytes` bytes
  * (at least 256) that doubles as needed. Each doubling copies and touches fresh memory, so a
- * dump that knows its size should say so: in bincode, at most 8 + 53 * pairs bytes for `pairs`
- * single-block Stored events (57 with dp_rank); JSON lines needs up to ~200 bytes per event.
+ * dump that knows its size should say so: in bincode a tree dump of `pairs` pairs takes at most
+ * 8 + 53 * pairs bytes, when every pair is its own single-block Stored event (57 with dp_rank;
+ * chains take less); JSON lines needs up to ~200 bytes per event.
  * Throws `KvIndexError` `InvalidOption` for an unknown encoding or a non-integer / negative
  * size.
  */

@@ -311,9 +311,7 @@ export class ThreadedEngine {
     if (ack.words !== undefined) this.outboxes[shard]?.recycle(ack.words);
     for (const r of ack.rejected) {
       const err = KvIndexError.fromData(r);
-      const tag = r.tag >= 0 ? r.tag : undefined;
-      this.logger?.warn({ code: err.code, tag }, err.message);
-      this.report('malformed', err, tag);
+      this.report('malformed', err, r.tag >= 0 ? r.tag : undefined);
     }
     if (this.draining && this.queued + this.inFlight <= this.highWater / 2) {
       this.draining = false;
