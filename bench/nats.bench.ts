@@ -221,9 +221,8 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     rows.push(...snapRows.map((r) => ({ suite: 'nats-snapshot', ...r })));
     sections.push(
       `**Snapshot** of the final tree of the events above replicated ${copies}x (bincode): dump (the indexer's ` +
-        `\`dumpSnapshot\` as a router runs it: in-thread into a fresh buffer each time, shards into writers they keep, ` +
-        `then copied into one fresh shared buffer; the sharded indexer section compares the two under one memory ` +
-        `policy), upload to the object store (128 KiB chunks), download (one transfer plus the 100 ms ` +
+        `\`dumpSnapshot\` as a router runs it: into writers kept between dumps, then copied into fresh memory, ` +
+        `in-thread and in the shards alike), upload to the object store (128 KiB chunks), download (one transfer plus the 100 ms ` +
         `stability re-check of the metadata), restore into a fresh indexer.\n\n${table(snapRows)}`,
     );
   } finally {

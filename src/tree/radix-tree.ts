@@ -315,10 +315,14 @@ export class RadixTree {
     // but only because allocations under glibc's 32 MB mmap threshold reuse the freed buffer of
     // the previous dump; past it the time jumped 3.5x from 1M to 2M pairs (bench/snapshot-scaling).
     // The writer is private to this call, so its buffer is handed out without `finish()`'s copy.
-    const perPair = encoding === 'jsonl' ? 80 : 57;
-    const writer = createSnapshotWriter(encoding, 64 + this.pairs * perPair);
+    const writer = createSnapshotWriter(encoding, this.dumpBound(encoding));
     this.dumpTo(writer);
     return writer.finishShared();
+  }
+
+  /** Worst-case bytes of this tree's dump in `encoding`: a writer this large never regrows. */
+  dumpBound(encoding: SnapshotEncoding): number {
+    return 64 + this.pairs * (encoding === 'jsonl' ? 80 : 57);
   }
 
   /** Writes the dump into any sink (the snapshot writer, an event collector). */

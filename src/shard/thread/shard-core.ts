@@ -156,11 +156,11 @@ export class ShardCore {
         return [bytes, [bytes.buffer as ArrayBuffer]];
       }
       case 'dumpPrepare': {
-        const pairs = this.tree.size;
+        const bound = this.tree.dumpBound(req.encoding); // worst case: see RadixTree.dumpSnapshot
         let writer = this.spareWriter;
         this.spareWriter = null;
-        if (writer === null || writer.encoding !== req.encoding || writer.capacity < 64 + pairs * 57) {
-          writer = createSnapshotWriter(req.encoding, 64 + pairs * 57); // worst case: see RadixTree.dumpSnapshot
+        if (writer === null || writer.encoding !== req.encoding || writer.capacity < bound) {
+          writer = createSnapshotWriter(req.encoding, bound);
         }
         this.tree.dumpTo(writer);
         const events = writer.eventCount;
