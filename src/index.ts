@@ -16,6 +16,7 @@ export { decodeSnapshot, iterateSnapshot } from './protocol/snapshot-reader.js';
 export { mergeSnapshots } from './protocol/snapshot-merge.js';
 export { computeBlockHashes, computeSequenceHashes, XXH3_SEED } from './hash/block-hash.js';
 export { RadixTree } from './tree/radix-tree.js';
+export { createMatchResult, MatchResult } from './tree/match-result.js';
 export { ShardedIndexer } from './indexer/sharded-indexer.js';
 
 // Types

@@ -17,9 +17,9 @@ const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { ex
 
 const EXPECTED: Record<string, string[]> = {
   kvindex: [
-    'ApplyStatus', 'ErrorCode', 'EventParseError', 'KvIndexError', 'RadixTree', 'ShardedIndexer',
+    'ApplyStatus', 'ErrorCode', 'EventParseError', 'KvIndexError', 'MatchResult', 'RadixTree', 'ShardedIndexer',
     'SnapshotDecodeError', 'U64_MAX', 'XXH3_SEED', 'computeBlockHashes', 'computeSequenceHashes',
-    'createSnapshotWriter', 'decodeSnapshot', 'encodeSnapshot', 'formatRouterEvent',
+    'createMatchResult', 'createSnapshotWriter', 'decodeSnapshot', 'encodeSnapshot', 'formatRouterEvent',
     'iterateSnapshot', 'mergeSnapshots', 'parseJsonLossless', 'parseRecorderLine', 'parseRouterEvent',
   ],
   'kvindex/nats': [
@@ -30,7 +30,7 @@ const EXPECTED: Record<string, string[]> = {
 };
 
 // RadixTree's storage layout, shared with other modules of the package through `@internal`.
-const RADIX_STORAGE = ['nodes', 'edges', 'slotIds', 'tables'];
+const RADIX_STORAGE = ['nodes', 'edges', 'slotIds', 'tables', 'slotLo', 'slotHi', 'layout'];
 
 let dir = '';
 beforeAll(() => {

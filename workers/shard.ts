@@ -9,12 +9,12 @@
  */
 import type { MessagePort } from 'node:worker_threads';
 import { threadId } from 'node:worker_threads';
-import type { ShardInit, ToShard } from '../src/shard/wire/messages.js';
+import type { ShardInit, ShardStarted, ToShard } from '../src/shard/wire/messages.js';
 import { ShardCore } from '../src/shard/thread/shard-core.js';
 
-export default function start(task: { port: MessagePort; init: ShardInit }): number {
+export default function start(task: { port: MessagePort; init: ShardInit }): ShardStarted {
   const { port, init } = task;
   const core = new ShardCore(init, (msg, transfer) => port.postMessage(msg, transfer ?? []));
   port.on('message', (msg: ToShard) => core.handle(msg));
-  return threadId;
+  return { threadId, layout: core.layout };
 }

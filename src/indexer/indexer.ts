@@ -11,6 +11,7 @@
 import type { KvIndexError } from '../errors.js';
 import type { OverlapScores, RouterEvent, SnapshotEncoding } from '../protocol/types.js';
 import type { ShardStats } from '../shard/wire/messages.js';
+import type { MatchResult } from '../tree/match-result.js';
 
 /** The events an indexer emits, with their arguments. */
 export interface IndexerEvents {
@@ -31,6 +32,9 @@ export interface Engine {
   applyEventJson(text: Uint8Array, tag?: number): void;
   applyEventJsonOnCaller(text: Uint8Array): void;
   findMatches(hashes: BigUint64Array | readonly bigint[]): Promise<OverlapScores>;
+  /** The allocation-free lookup on the calling thread: fills `result`, returns the match count. */
+  findMatchesInto(hashes: BigUint64Array | readonly bigint[], result: MatchResult, earlyExit?: boolean): number;
+  findMatchesSync(hashes: BigUint64Array | readonly bigint[]): OverlapScores;
   removeWorker(workerId: bigint): Promise<void>;
   dumpSnapshot(encoding: SnapshotEncoding): Promise<Uint8Array>;
   dumpEvents(): Promise<RouterEvent[]>;
@@ -44,6 +48,7 @@ export interface Indexer extends Engine {
   readonly shardCount: number;
   applyEvents(events: Iterable<RouterEvent>): void;
   findMatchesForTokens(tokens: Uint32Array | readonly number[]): Promise<OverlapScores>;
+  findMatchesForTokensSync(tokens: Uint32Array | readonly number[]): OverlapScores;
   restore(events: Iterable<RouterEvent> | AsyncIterable<RouterEvent>): Promise<void>;
   drained(): Promise<void>;
 }

@@ -9,6 +9,7 @@ import { createSnapshotWriter, type SnapshotWriter } from '../protocol/snapshot-
 import type { OverlapScores, RouterEvent, SnapshotEncoding } from '../protocol/types.js';
 import { emptyCounts, type StatusCounts } from '../shard/wire/event-batch.js';
 import type { ShardStats } from '../shard/wire/messages.js';
+import type { MatchResult } from '../tree/match-result.js';
 import { RadixTree } from '../tree/radix-tree.js';
 import type { Engine } from './indexer.js';
 
@@ -39,6 +40,16 @@ export class LocalEngine implements Engine {
   }
 
   async findMatches(hashes: BigUint64Array | readonly bigint[]): Promise<OverlapScores> {
+    this.#check();
+    return this.#tree.findMatches(hashes);
+  }
+
+  findMatchesInto(hashes: BigUint64Array | readonly bigint[], result: MatchResult, earlyExit = false): number {
+    this.#check();
+    return this.#tree.findMatchesInto(hashes, result, earlyExit);
+  }
+
+  findMatchesSync(hashes: BigUint64Array | readonly bigint[]): OverlapScores {
     this.#check();
     return this.#tree.findMatches(hashes);
   }

@@ -17,6 +17,12 @@ export interface ShardedIndexerOptions {
   highWaterEvents?: number;
   /** Words of an event batch that trigger an immediate send. Default 64 Ki (256 KiB). */
   batchWords?: number;
+  /**
+   * With shard threads: a lookup sees every event applied before it (default true), waiting
+   * until the shards have applied them. `false` answers from the latest applied state without
+   * waiting (what a router under load wants: events in flight are a few milliseconds old).
+   */
+  readYourWrites?: boolean;
 }
 
 /** The shard thread entry point of this build. */
@@ -46,6 +52,9 @@ export function checkOptions(o: ShardedIndexerOptions): void {
   }
   if (o.highWaterEvents !== undefined && !(Number.isInteger(o.highWaterEvents) && o.highWaterEvents > 0)) {
     bad(`highWaterEvents: expected a positive integer, got ${String(o.highWaterEvents)}`);
+  }
+  if (o.readYourWrites !== undefined && typeof o.readYourWrites !== 'boolean') {
+    bad(`readYourWrites: expected a boolean, got ${String(o.readYourWrites)}`);
   }
   if (o.batchWords !== undefined && !(Number.isInteger(o.batchWords) && o.batchWords > 0)) {
     bad(`batchWords: expected a positive integer, got ${String(o.batchWords)}`);

@@ -19,6 +19,7 @@ import type { OverlapScores, RouterEvent, SnapshotEncoding } from '../protocol/t
 import { ThreadedEngine, type EngineReport } from '../shard/main/threaded-engine.js';
 import type { ShardThreadSpec } from '../shard/main/thread-shard.js';
 import type { ShardStats } from '../shard/wire/messages.js';
+import type { MatchResult } from '../tree/match-result.js';
 import type { Engine, Indexer, IndexerEvents } from './indexer.js';
 import { LocalEngine } from './local-engine.js';
 import { checkOptions, shardWorkerFile, type ShardedIndexerOptions } from './options.js';
@@ -64,6 +65,7 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
           logger: options.logger ?? null,
           highWaterEvents: options.highWaterEvents ?? 65_536,
           batchWords: options.batchWords ?? 64 * 1024,
+          readYourWrites: options.readYourWrites ?? true,
           thread,
         },
         report,
@@ -166,6 +168,28 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
   /** Hashes the tokens on this thread (full blocks only), then `findMatches`. */
   findMatchesForTokens(tokens: Uint32Array | readonly number[]): Promise<OverlapScores> {
     return this.#engine.findMatches(computeBlockHashes(tokens, this.#blockSize));
+  }
+
+  /**
+   * The allocation-free lookup, on the calling thread, with every shard count: fills
+   * `result.workerIds` / `result.scores` at 0..n-1 (`createMatchResult()`, reused across calls)
+   * and returns n, the number of matching workers. With shard threads it reads their trees in
+   * shared memory; with `readYourWrites` (the default) it first waits, blocking, until they
+   * applied every event applied before the call. Throws `InvalidOption` with shard threads and
+   * `expirationMs` (the frequency trail lives in the shards: use `findMatches`).
+   */
+  findMatchesInto(hashes: BigUint64Array | readonly bigint[], result: MatchResult, earlyExit = false): number {
+    return this.#engine.findMatchesInto(hashes, result, earlyExit);
+  }
+
+  /** `findMatches`, synchronously, on the calling thread (see `findMatchesInto`). */
+  findMatchesSync(hashes: BigUint64Array | readonly bigint[]): OverlapScores {
+    return this.#engine.findMatchesSync(hashes);
+  }
+
+  /** `findMatchesForTokens`, synchronously, on the calling thread. */
+  findMatchesForTokensSync(tokens: Uint32Array | readonly number[]): OverlapScores {
+    return this.#engine.findMatchesSync(computeBlockHashes(tokens, this.#blockSize));
   }
 
   /** Drops the worker everywhere; a returning worker is assigned a shard afresh. */

@@ -15,6 +15,8 @@
  * that node id, a value < 0 is overflow pair `~ref`.
  */
 
+import { LOCAL_STORE, type ArrayStore } from './array-store.js';
+
 /** Integer id of a node; 0 is the root. */
 export type NodeId = number & { readonly __brand: 'NodeId' };
 /** Integer id of a worker slot inside one tree. */
@@ -26,13 +28,7 @@ export const ROOT = 0 as NodeId;
 export const NONE = -1;
 
 const MIN_CAPACITY = 1024;
-
-function grow<T extends Int32Array | Uint32Array>(old: T, capacity: number, fill: number): T {
-  const next = new (old.constructor as new (n: number) => T)(capacity);
-  next.set(old);
-  if (fill !== 0) next.fill(fill, old.length);
-  return next;
-}
+const L = LOCAL_STORE;
 
 export class NodeStore {
   // Node arrays, indexed by NodeId.
@@ -64,24 +60,30 @@ export class NodeStore {
   private freePair = NONE; // free list threaded through `pNext`
   liveOverflow = 0;
 
-  constructor() {
-    this.nodeCap = MIN_CAPACITY;
-    this.parent = new Int32Array(MIN_CAPACITY).fill(NONE);
-    this.tokLo = new Uint32Array(MIN_CAPACITY);
-    this.tokHi = new Uint32Array(MIN_CAPACITY);
-    this.firstChild = new Int32Array(MIN_CAPACITY).fill(NONE);
-    this.nextSib = new Int32Array(MIN_CAPACITY).fill(NONE);
-    this.prevSib = new Int32Array(MIN_CAPACITY).fill(NONE);
-    this.w0 = new Int32Array(MIN_CAPACITY).fill(NONE);
-    this.h0Lo = new Uint32Array(MIN_CAPACITY);
-    this.h0Hi = new Uint32Array(MIN_CAPACITY);
-    this.pairCap = 64;
-    this.pNode = new Int32Array(64);
-    this.pWorker = new Int32Array(64);
-    this.pLo = new Uint32Array(64);
-    this.pHi = new Uint32Array(64);
-    this.pNext = new Int32Array(64);
-    this.pPrev = new Int32Array(64);
+  /**
+   * `store` holds the arrays a lookup reads (parent, key, first child, worker set); the rest is
+   * always private memory. `capacity`: initial nodes (tests force growth with tiny ones).
+   */
+  constructor(private readonly store: ArrayStore = LOCAL_STORE, capacity = MIN_CAPACITY) {
+    const cap = Math.max(2, capacity);
+    this.nodeCap = cap;
+    this.parent = store.int32(cap, NONE);
+    this.tokLo = store.uint32(cap);
+    this.tokHi = store.uint32(cap);
+    this.firstChild = store.int32(cap, NONE);
+    this.nextSib = L.int32(cap, NONE);
+    this.prevSib = L.int32(cap, NONE);
+    this.w0 = store.int32(cap, NONE);
+    this.h0Lo = L.uint32(cap);
+    this.h0Hi = L.uint32(cap);
+    const pairs = Math.min(64, cap);
+    this.pairCap = pairs;
+    this.pNode = L.int32(pairs, 0);
+    this.pWorker = store.int32(pairs, 0);
+    this.pLo = L.uint32(pairs);
+    this.pHi = L.uint32(pairs);
+    this.pNext = store.int32(pairs, 0);
+    this.pPrev = L.int32(pairs, 0);
   }
 
   /** Bytes held by the typed arrays (capacity, not just live entries). */
@@ -175,26 +177,28 @@ export class NodeStore {
     // 1.25x: node arrays are most of the memory, and a 2x step left up to half of them unused
     // (73 -> 55 bytes per pair on the conversation workload's final tree).
     const cap = Math.ceil(this.nodeCap * 1.25);
-    this.parent = grow(this.parent, cap, NONE);
-    this.tokLo = grow(this.tokLo, cap, 0);
-    this.tokHi = grow(this.tokHi, cap, 0);
-    this.firstChild = grow(this.firstChild, cap, NONE);
-    this.nextSib = grow(this.nextSib, cap, NONE);
-    this.prevSib = grow(this.prevSib, cap, NONE);
-    this.w0 = grow(this.w0, cap, NONE);
-    this.h0Lo = grow(this.h0Lo, cap, 0);
-    this.h0Hi = grow(this.h0Hi, cap, 0);
+    const s = this.store;
+    this.parent = s.growInt32(this.parent, cap, NONE);
+    this.tokLo = s.growUint32(this.tokLo, cap);
+    this.tokHi = s.growUint32(this.tokHi, cap);
+    this.firstChild = s.growInt32(this.firstChild, cap, NONE);
+    this.nextSib = L.growInt32(this.nextSib, cap, NONE);
+    this.prevSib = L.growInt32(this.prevSib, cap, NONE);
+    this.w0 = s.growInt32(this.w0, cap, NONE);
+    this.h0Lo = L.growUint32(this.h0Lo, cap);
+    this.h0Hi = L.growUint32(this.h0Hi, cap);
     this.nodeCap = cap;
   }
 
   private growPairs(): void {
     const cap = Math.ceil(this.pairCap * 1.5);
-    this.pNode = grow(this.pNode, cap, 0);
-    this.pWorker = grow(this.pWorker, cap, 0);
-    this.pLo = grow(this.pLo, cap, 0);
-    this.pHi = grow(this.pHi, cap, 0);
-    this.pNext = grow(this.pNext, cap, 0);
-    this.pPrev = grow(this.pPrev, cap, 0);
+    const s = this.store;
+    this.pNode = L.growInt32(this.pNode, cap, 0);
+    this.pWorker = s.growInt32(this.pWorker, cap, 0);
+    this.pLo = L.growUint32(this.pLo, cap);
+    this.pHi = L.growUint32(this.pHi, cap);
+    this.pNext = s.growInt32(this.pNext, cap, 0);
+    this.pPrev = L.growInt32(this.pPrev, cap, 0);
     this.pairCap = cap;
   }
 }

@@ -21,12 +21,16 @@ import type {
   RouterEvent,
   SnapshotEncoding,
 } from '../protocol/types.js';
+import { LOCAL_STORE, SharedStore, type ArrayStore } from './array-store.js';
 import { dumpTree, EventCollector, type DumpSink } from './dump.js';
 import { EdgeTable } from './edge-table.js';
+import { MatchResult } from './match-result.js';
 import { NodeStore, NONE, ROOT, type NodeId, type PairRef, type WorkerSlot } from './node-store.js';
 import { ScratchSet } from './scratch-set.js';
 import { U64Scratch } from './u64-scratch.js';
 import { createUseTracker, type UseTracker } from './use-tracker.js';
+import { H, HEADER_WORDS, type SharedTreeLayout } from './shared-layout.js';
+import { walkScores, type LookupArrays } from './walk.js';
 import { WorkerTable } from './worker-table.js';
 
 export interface RadixTreeOptions {
@@ -34,6 +38,13 @@ export interface RadixTreeOptions {
   expirationMs?: number;
   /** Clock for `expirationMs`; defaults to `performance.now()`. */
   now?: () => number;
+  /**
+   * @internal Keep what lookups read in shared memory (a shard's tree, read by lookups on the
+   * calling thread: shared-layout.ts).
+   */
+  shared?: boolean;
+  /** @internal Initial node and edge capacity (tests force growth with tiny ones). */
+  initialCapacity?: number;
 }
 
 const OK: ApplyStatus = 'ok';
@@ -48,6 +59,11 @@ export class RadixTree {
   private readonly slotOf = new Map<bigint, WorkerSlot>();
   /** @internal slot -> worker id, or null for a free slot. */ readonly slotIds: (bigint | null)[] = [];
   /** @internal slot -> the worker's lookup, or null for a free slot. */ readonly tables: (WorkerTable | null)[] = [];
+  /** @internal slot -> worker id halves, where lookups on another thread read them. */ slotLo: Uint32Array;
+  /** @internal */ slotHi: Uint32Array;
+  private readonly store: ArrayStore;
+  /** Shared mode: the header words of shared-layout.ts; null in-thread. */
+  private readonly header: Int32Array | null;
   private readonly freeSlots: number[] = [];
   private pairs = 0;
 
@@ -55,6 +71,7 @@ export class RadixTree {
   private path = new Int32Array(256);
   private readonly scratch = new U64Scratch();
   private scoreBySlot = new Int32Array(16);
+  private touchedSlots = new Int32Array(16);
   private readonly touched: number[] = [];
   private readonly stack: number[] = [];
   private readonly seen = new ScratchSet();
@@ -63,8 +80,55 @@ export class RadixTree {
   private readonly uses: UseTracker;
 
   constructor(options: RadixTreeOptions = {}) {
-    this.edges = new EdgeTable(this.nodes);
+    const capacity = options.initialCapacity ?? 1024;
+    if (options.shared === true) {
+      const header = new Int32Array(new SharedArrayBuffer(HEADER_WORDS * 4));
+      this.header = header;
+      this.store = new SharedStore(() => Atomics.add(header, H.GEN, 1));
+      this.nodes = new NodeStore(this.store, capacity);
+      this.edges = new EdgeTable(this.nodes, capacity, (active, mask) => {
+        Atomics.store(header, H.EDGE_ACTIVE, active);
+        Atomics.store(header, H.EDGE_MASK, mask);
+        Atomics.add(header, H.GEN, 1);
+      });
+    } else {
+      this.header = null;
+      this.store = LOCAL_STORE;
+      this.nodes = new NodeStore(LOCAL_STORE, capacity);
+      this.edges = new EdgeTable(this.nodes, capacity);
+    }
+    this.slotLo = this.store.uint32(16);
+    this.slotHi = this.store.uint32(16);
     this.uses = createUseTracker(options.expirationMs, options.now);
+  }
+
+  /**
+   * @internal The shared memory that lookups on another thread read (shared-layout.ts); null
+   * for an in-thread tree.
+   */
+  get layout(): SharedTreeLayout | null {
+    if (this.header === null) return null;
+    const n = this.nodes;
+    const sab = (a: Int32Array | Uint32Array): SharedArrayBuffer => a.buffer as SharedArrayBuffer;
+    const [edgesA, edgesB] = this.edges.buffers!;
+    return {
+      header: sab(this.header), parent: sab(n.parent), tokLo: sab(n.tokLo), tokHi: sab(n.tokHi),
+      firstChild: sab(n.firstChild), w0: sab(n.w0), pWorker: sab(n.pWorker), pNext: sab(n.pNext),
+      edgesA, edgesB, slotLo: sab(this.slotLo), slotHi: sab(this.slotHi),
+    };
+  }
+
+  /**
+   * @internal Makes room for `extra` more edges before a write section (shared mode: a table
+   * rebuild happens here, outside the readers' lock); `commitEdges` switches to it inside.
+   */
+  reserveEdges(extra: number): void {
+    this.edges.reserve(extra);
+  }
+
+  /** @internal See `reserveEdges`. */
+  commitEdges(): void {
+    this.edges.commit();
   }
 
   /** Total (worker, block) pairs held. */
@@ -246,6 +310,60 @@ export class RadixTree {
     return { scores, frequencies };
   }
 
+  /**
+   * The allocation-free lookup: the same walk and scores as `findMatches`, written into a
+   * caller-owned result (`createMatchResult()`): fills `result.workerIds` / `result.scores` at
+   * 0..n-1 and returns n, the number of matching workers. No frequency trail: with
+   * `expirationMs`, `findMatches` reports and records it.
+   */
+  findMatchesInto(hashes: BigUint64Array | readonly bigint[], result: MatchResult, earlyExit = false): number {
+    const n = hashes.length;
+    const words = hashes instanceof BigUint64Array
+      ? new Uint32Array(hashes.buffer, hashes.byteOffset, n * 2) // little-endian halves, no copy
+      : this.scratch.hashWords(hashes, true);
+    return this.findMatchesWordsInto(words, 0, n, earlyExit, result);
+  }
+
+  /** findMatchesInto on raw words: `n` hashes at `words[off + 2i ..]` as (lo, hi). */
+  findMatchesWordsInto(words: Uint32Array, off: number, n: number, earlyExit: boolean, result: MatchResult): number {
+    const score = this.scoreBySlot;
+    if (this.touchedSlots.length < score.length) this.touchedSlots = new Int32Array(score.length);
+    const touched = this.touchedSlots;
+    const k = walkScores(this.lookupArrays(), words, off, n, earlyExit, score, touched);
+    result.reserve(k, 0);
+    const ids = result.workerIds;
+    const out = result.scores;
+    const slotIds = this.slotIds;
+    for (let i = 0; i < k; i++) {
+      const s = touched[i]!;
+      ids[i] = slotIds[s]!;
+      out[i] = score[s]!;
+      score[s] = 0;
+    }
+    return k;
+  }
+
+  private readonly arrays: LookupArrays = {
+    parent: new Int32Array(0), tokLo: new Uint32Array(0), tokHi: new Uint32Array(0), firstChild: new Int32Array(0),
+    w0: new Int32Array(0), pWorker: new Int32Array(0), pNext: new Int32Array(0), edges: new Int32Array(0), edgeMask: 0,
+  };
+
+  /** The current arrays for `walkScores` (one object, refreshed in place: no allocation). */
+  private lookupArrays(): LookupArrays {
+    const a = this.arrays;
+    const n = this.nodes;
+    a.parent = n.parent;
+    a.tokLo = n.tokLo;
+    a.tokHi = n.tokHi;
+    a.firstChild = n.firstChild;
+    a.w0 = n.w0;
+    a.pWorker = n.pWorker;
+    a.pNext = n.pNext;
+    a.edges = this.edges.slotsView;
+    a.edgeMask = this.edges.maskValue;
+    return a;
+  }
+
   /** Drops all blocks of the worker; it stays known (Dynamo's `clear_all_blocks`). */
   clearWorker(workerId: bigint): void {
     const slot = this.slotOf.get(workerId);
@@ -345,6 +463,13 @@ export class RadixTree {
   private addWorker(workerId: bigint): WorkerSlot {
     const slot = (this.freeSlots.pop() ?? this.slotIds.length) as WorkerSlot;
     this.slotIds[slot] = workerId;
+    if (slot >= this.slotLo.length) {
+      this.slotLo = this.store.growUint32(this.slotLo, this.slotLo.length * 2);
+      this.slotHi = this.store.growUint32(this.slotHi, this.slotHi.length * 2);
+    }
+    this.slotLo[slot] = Number(workerId & 0xffffffffn);
+    this.slotHi[slot] = Number(workerId >> 32n);
+    if (this.header !== null && slot >= this.header[H.SLOTS]!) Atomics.store(this.header, H.SLOTS, slot + 1);
     this.tables[slot] = new WorkerTable(this.nodes);
     this.slotOf.set(workerId, slot);
     if (slot >= this.scoreBySlot.length) {

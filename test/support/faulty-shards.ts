@@ -14,6 +14,8 @@ const FIXTURE = fileURLToPath(new URL('../fixtures/faulty-shard.mjs', import.met
 export interface Faults {
   /** Shards throw while applying a Stored event of this worker. */
   failOnWorker?: bigint;
+  /** The shards' trees start with this node and edge capacity (tiny: growth under lookups). */
+  initialCapacity?: number;
 }
 
 export interface FaultyIndexer {
@@ -24,7 +26,7 @@ export interface FaultyIndexer {
 
 export async function createFaultyIndexer(options: ShardedIndexerOptions, faults: Faults = {}): Promise<FaultyIndexer> {
   const killChannel = `kvindex-kill-${randomUUID()}`;
-  const data = { killChannel, failOnWorker: faults.failOnWorker?.toString() ?? null };
+  const data = { killChannel, failOnWorker: faults.failOnWorker?.toString() ?? null, initialCapacity: faults.initialCapacity ?? null };
   const ix = await ShardedIndexer.unsafeInternals.create(options, { file: FIXTURE, data });
   const kill = (index: number): Promise<KvIndexError> => {
     const failed = new Promise<KvIndexError>((res) => ix.once('shardFailed', res));

@@ -2,6 +2,7 @@
 import { ErrorCode, KvIndexError } from '../../errors.js';
 import { u64FromHalves } from '../../protocol/u64-text.js';
 import type { OverlapScores } from '../../protocol/types.js';
+import type { MatchResult } from '../../tree/match-result.js';
 import type { FindReply } from '../wire/messages.js';
 
 /** Checks and packs a lookup's hashes (`InvalidField` naming the first bad one). */
@@ -15,6 +16,15 @@ export function toU64Array(hashes: readonly bigint[]): BigUint64Array {
     out[i] = h;
   }
   return out;
+}
+
+/** The scores of a filled `MatchResult` as a Map (the convenience form of a lookup). */
+export function toScores(result: MatchResult, n: number): OverlapScores {
+  const scores = new Map<bigint, number>();
+  const ids = result.workerIds;
+  const s = result.scores;
+  for (let i = 0; i < n; i++) scores.set(ids[i]!, s[i]!);
+  return { scores, frequencies: [] };
 }
 
 /** Union of the shards' scores (their workers are disjoint); frequencies summed element-wise. */

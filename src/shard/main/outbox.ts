@@ -14,6 +14,8 @@ import type { ThreadShard } from './thread-shard.js';
 
 export class ShardOutbox {
   private readonly batch = new EventBatchWriter();
+  /** Events posted so far (u32, wrapping, as an int32: compared with the shard's applied count). */
+  sentEvents = 0;
 
   /** `onSend(events)` is told how many queued events each posted batch carried. */
   constructor(
@@ -59,6 +61,7 @@ export class ShardOutbox {
     const events = this.batch.events;
     if (events === 0) return;
     const words = this.batch.take();
+    this.sentEvents = (this.sentEvents + events) | 0;
     this.onSend(events);
     this.thread.sendEvents(words, events, this.batch.askBack());
   }

@@ -8,7 +8,8 @@
 import { MessageChannel } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import { ErrorCode, KvIndexError } from '../../errors.js';
-import type { FromShard, ShardInit, ShardRequest, ToShard } from '../wire/messages.js';
+import type { SharedTreeLayout } from '../../tree/shared-layout.js';
+import type { FromShard, ShardInit, ShardRequest, ShardStarted, ToShard } from '../wire/messages.js';
 
 /** A shard's acknowledgement of one batch. */
 export type Ack = Extract<FromShard, { t: 'ack' }>;
@@ -35,6 +36,8 @@ export class ThreadShard {
   private failure: KvIndexError | null = null;
   private closed = false;
   threadId = -1;
+  /** The shard tree's shared memory (set once the thread has started). */
+  layout: SharedTreeLayout | null = null;
 
   private constructor(
     readonly index: number,
@@ -56,7 +59,9 @@ export class ThreadShard {
   ): Promise<ThreadShard> {
     const shard = new ThreadShard(index, thread, onAck, onFail);
     const port = shard.channel.port2;
-    shard.threadId = (await shard.pool.run({ port, init }, { transferList: [port] })) as number;
+    const started = (await shard.pool.run({ port, init }, { transferList: [port] })) as ShardStarted;
+    shard.threadId = started.threadId;
+    shard.layout = started.layout;
     return shard;
   }
 

@@ -22,7 +22,10 @@ import { assertRouterEvent } from '../../protocol/validate.js';
 import { JsonEventEncoder } from '../wire/json-words.js';
 import type { DumpPrepared, FindReply, ShardStats } from '../wire/messages.js';
 import { peekWorkerId } from './json-peek.js';
-import { mergeScores, toU64Array } from './merge-scores.js';
+import { H } from '../../tree/shared-layout.js';
+import { MatchResult } from '../../tree/match-result.js';
+import { mergeScores, toScores, toU64Array } from './merge-scores.js';
+import { TreeReader } from './tree-reader.js';
 import { ShardOutbox } from './outbox.js';
 import { ReplyBoard } from './reply-board.js';
 import { ThreadShard, type Ack, type ShardThreadSpec } from './thread-shard.js';
@@ -43,8 +46,15 @@ export interface ThreadedEngineOptions {
   logger: Logger | null;
   highWaterEvents: number;
   batchWords: number;
+  /** Lookups wait until the shards applied every event queued before them (default true). */
+  readYourWrites: boolean;
   thread: ShardThreadSpec;
 }
+
+/** How long an async lookup spins for lagging shards before it takes the ordered port path. */
+const CATCH_UP_SPIN_MS = 0.05;
+/** How long a synchronous lookup waits for a shard that does not catch up: then it fails. */
+const CATCH_UP_LIMIT_MS = 30_000;
 
 export class ThreadedEngine {
   private readonly logger: Logger | null;
@@ -55,6 +65,10 @@ export class ThreadedEngine {
   private readonly shardOf = new Map<bigint, number>();
   private readonly workersPerShard: number[];
   private readonly board: ReplyBoard;
+  private readonly readers: TreeReader[];
+  private readonly readYourWrites: boolean;
+  /** The result the Map-returning lookups fill before converting (reused). */
+  private readonly scratch = new MatchResult(64);
   private readonly frequencyTrail: boolean;
   private flushScheduled = false;
   private nextDump = 1;
@@ -72,6 +86,8 @@ export class ThreadedEngine {
     this.threads = threads;
     this.outboxes = threads.map((t) => new ShardOutbox(t, options.batchWords, (events) => this.sent(events)));
     this.workersPerShard = threads.map(() => 0);
+    this.readers = threads.map((t) => new TreeReader(t.layout!));
+    this.readYourWrites = options.readYourWrites;
   }
 
   /** Starts the shard threads; throws `ShardFailed` (after stopping the started ones) if any fails. */
@@ -82,7 +98,7 @@ export class ThreadedEngine {
       Array.from({ length: options.shards }, (_, i) =>
         ThreadShard.start(
           i, options.thread,
-          { shard: i, expirationMs: options.expirationMs ?? null, board: board.shape },
+          { shard: i, expirationMs: options.expirationMs ?? null, board: board.shape, initialCapacity: null },
           (ack) => engine?.onAck(i, ack),
           (err) => engine?.onShardFailed(err),
         ),
@@ -154,14 +170,90 @@ export class ThreadedEngine {
     return -1;
   }
 
+  /**
+   * The allocation-free lookup, on the calling thread: walks every shard's tree in shared
+   * memory (tree-reader.ts) and fills `result`. With read-your-writes it first posts the queued
+   * events and waits until each shard applied everything posted (blocking: spin, then
+   * `Atomics.wait`); no event queued after the call can reach a shard meanwhile, since the
+   * calling thread is the one that queues them.
+   */
+  findMatchesInto(hashes: BigUint64Array | readonly bigint[], result: MatchResult, earlyExit = false): number {
+    this.check();
+    if (this.frequencyTrail) {
+      throw new KvIndexError(ErrorCode.InvalidOption, 'synchronous lookups need expirationMs unset with shard threads (the frequency trail is recorded in the shards): use findMatches');
+    }
+    const seq = hashes instanceof BigUint64Array ? hashes : toU64Array(hashes);
+    const words = new Uint32Array(seq.buffer, seq.byteOffset, seq.length * 2);
+    if (this.readYourWrites) this.catchUp(CATCH_UP_LIMIT_MS, true);
+    return this.readAll(words, seq.length, earlyExit, result);
+  }
+
+  findMatchesSync(hashes: BigUint64Array | readonly bigint[]): OverlapScores {
+    const n = this.findMatchesInto(hashes, this.scratch);
+    return toScores(this.scratch, n);
+  }
+
   async findMatches(hashes: BigUint64Array | readonly bigint[]): Promise<OverlapScores> {
     this.check();
     const seq = hashes instanceof BigUint64Array ? hashes : toU64Array(hashes);
     const words = new Uint32Array(seq.buffer, seq.byteOffset, seq.length * 2);
+    // On the calling thread, unless the shards record a frequency trail, or (read-your-writes)
+    // a shard still lags after a short spin: then through the ordered outboxes, which neither
+    // block this thread nor let a later event overtake the lookup.
+    if (!this.frequencyTrail && (!this.readYourWrites || this.catchUp(CATCH_UP_SPIN_MS, false))) {
+      const n = this.readAll(words, seq.length, false, this.scratch);
+      return toScores(this.scratch, n);
+    }
+    return this.findThroughShards(words, seq.length);
+  }
+
+  /** Reads every shard's tree into `result`; returns the number of matching workers. */
+  private readAll(words: Uint32Array, n: number, earlyExit: boolean, result: MatchResult): number {
+    let k = 0;
+    for (const r of this.readers) k = r.lookupInto(words, 0, n, earlyExit, result, k);
+    return k;
+  }
+
+  /**
+   * Posts every queued event, then waits until each shard has applied all posted events:
+   * spinning up to `limitMs`, and when `sleep`, sleeping in `Atomics.wait` after a short spin.
+   * Returns whether all caught up; throws `ShardFailed` if a shard failed (or, sleeping, did
+   * not catch up within the limit).
+   */
+  private catchUp(limitMs: number, sleep: boolean): boolean {
+    for (const o of this.outboxes) o.send();
+    let started = -1;
+    for (let i = 0; i < this.readers.length; i++) {
+      const r = this.readers[i]!;
+      const want = this.outboxes[i]!.sentEvents;
+      let spins = 0;
+      for (;;) {
+        const applied = r.applied;
+        if (applied === want) break;
+        if (r.failed) throw this.shardFailure(i);
+        if ((++spins & 255) !== 0) continue;
+        const now = performance.now();
+        if (started < 0) started = now;
+        if (now - started > limitMs) {
+          if (!sleep) return false;
+          throw new KvIndexError(ErrorCode.ShardFailed, `shard ${i}: did not apply its events within ${limitMs} ms`);
+        }
+        if (sleep && now - started > CATCH_UP_SPIN_MS) Atomics.wait(r.header, H.APPLIED, applied, 10);
+      }
+    }
+    return true;
+  }
+
+  private shardFailure(i: number): KvIndexError {
+    return this.failure ?? new KvIndexError(ErrorCode.ShardFailed, `shard ${i}: failed while applying events`);
+  }
+
+  /** The lookup as a request to every shard, ordered in their outboxes (board or ports). */
+  private async findThroughShards(words: Uint32Array, n: number): Promise<OverlapScores> {
     const board = this.board;
     const most = Math.max(...this.workersPerShard);
-    const slot = board.fits(seq.length, most, this.frequencyTrail ? seq.length : 0) ? board.open(words, seq.length, false) : -1;
-    if (slot < 0) return this.findViaPorts(words, seq.length);
+    const slot = board.fits(n, most, this.frequencyTrail ? n : 0) ? board.open(words, n, false) : -1;
+    if (slot < 0) return this.findViaPorts(words, n);
     try {
       for (const o of this.outboxes) o.lookupInSlot(slot);
       await board.wait(slot, () => this.failure !== null || this.closed);

@@ -13,13 +13,44 @@ import { REC_CLEARED, REC_JSON, REC_REMOVED, REC_REMOVE_WORKER, REC_STORED, type
 const u64 = (lo: number, hi: number): bigint => u64FromHalves(hi, lo);
 
 /**
- * Applies the records of `words` from word `at` up to the end or the first JSON record, and
+ * Where a write section starting at record word `at` ends: after the records that bring its
+ * blocks to `budget` (at least one record), before a JSON record, or at the end. Its Stored
+ * blocks (the most edges it can add) go to `stored[0]`.
+ */
+export function sectionEnd(words: Uint32Array, at: number, budget: number, stored: Int32Array): number {
+  let i = at;
+  let blocks = 0;
+  let edges = 0;
+  const end = words.length;
+  while (i < end && blocks < budget) {
+    const kind = words[i]!;
+    if (kind === REC_STORED && i + 6 < end) {
+      const n = words[i + 6]!;
+      blocks += n;
+      edges += n;
+      i += 7 + 4 * n;
+    } else if (kind === REC_REMOVED && i + 3 < end) {
+      const n = words[i + 3]!;
+      blocks += n;
+      i += 4 + 2 * n;
+    } else if (kind === REC_CLEARED || kind === REC_REMOVE_WORKER) {
+      blocks += 1; // a clear can touch many blocks, but counts as one record here
+      i += 3;
+    } else {
+      break; // a JSON record, or a malformed one that applyBatch reports
+    }
+  }
+  stored[0] = edges;
+  return i === at ? Math.min(end, at + 1) : Math.min(i, end);
+}
+
+/**
+ * Applies the records of `words` from word `at` up to `end` or the first JSON record, and
  * returns the word where it stopped. Throws `KvIndexError` on a batch that is not well formed
  * (it never is unless memory is corrupt, so the shard then fails).
  */
-export function applyBatch(tree: RadixTree, words: Uint32Array, counts: StatusCounts, at = 0): number {
+export function applyBatch(tree: RadixTree, words: Uint32Array, counts: StatusCounts, at = 0, end = words.length): number {
   let i = at;
-  const end = words.length;
   while (i < end) {
     const kind = words[i]!;
     if (kind === REC_JSON) return i;
@@ -55,7 +86,7 @@ export function applyBatch(tree: RadixTree, words: Uint32Array, counts: StatusCo
     }
     counts[status]++;
   }
-  if (i !== end) throw truncated(i);
+  if (i !== end && end === words.length) throw truncated(i);
   return i;
 }
 

@@ -11,7 +11,9 @@ import { RadixTree } from '../../tree/radix-tree.js';
 import { EventBatchWriter, REC_JSON, emptyCounts, jsonTag, type StatusCounts } from '../wire/event-batch.js';
 import { JsonEventEncoder } from '../wire/json-words.js';
 import type { DumpPrepared, FindReply, FromShard, Rejected, ShardInit, ShardRequest, ShardStats, ToShard } from '../wire/messages.js';
-import { applyBatch } from './apply-batch.js';
+import { H, type SharedTreeLayout } from '../../tree/shared-layout.js';
+import { WRITE_SECTION_BLOCKS, lockTree, unlockTree } from '../wire/tree-lock.js';
+import { applyBatch, sectionEnd } from './apply-batch.js';
 import { ReplyWriter } from './reply-writer.js';
 
 export type Post = (msg: FromShard, transfer?: ArrayBuffer[]) => void;
@@ -40,11 +42,23 @@ export class ShardCore {
   // A run of JSON records is encoded into these words, then applied as an event batch.
   private readonly jsonEncoder = new JsonEventEncoder();
   private readonly jsonWords = new EventBatchWriter();
+  /** The tree's shared header: the readers' lock, the applied count (shared-layout.ts). */
+  private readonly header: Int32Array;
+  private readonly stored = new Int32Array(1);
 
   constructor(private readonly init: ShardInit, private readonly post: Post) {
-    this.tree = new RadixTree(init.expirationMs === null ? {} : { expirationMs: init.expirationMs });
+    this.tree = new RadixTree({
+      shared: true,
+      ...(init.expirationMs === null ? {} : { expirationMs: init.expirationMs }),
+      ...(init.initialCapacity === null ? {} : { initialCapacity: init.initialCapacity }),
+    });
+    this.layout = this.tree.layout!;
+    this.header = new Int32Array(this.layout.header);
     this.replies = new ReplyWriter(init.board, init.shard);
   }
+
+  /** The shared memory lookups on the calling thread read (sent back when the thread starts). */
+  readonly layout: SharedTreeLayout;
 
   handle(msg: ToShard): void {
     if (this.failed) return;
@@ -88,16 +102,15 @@ export class ShardCore {
     try {
       let i = 0;
       while (i < words.length) {
-        i = applyBatch(this.tree, words, this.counts, i);
-        if (i < words.length) i = this.applyJsonRun(words, i, rejected);
+        i = words[i] === REC_JSON ? this.applyJsonRun(words, i, rejected) : this.applySection(words, i);
       }
       malformed = rejected.length;
     } catch (err) {
-      this.failed = true;
-      const e = asError(err);
-      this.post({ t: 'fatal', code: e.code, message: `shard ${this.init.shard}: ${e.message}` });
+      this.fail(err);
       return;
     }
+    Atomics.add(this.header, H.APPLIED, events);
+    Atomics.notify(this.header, H.APPLIED);
     this.malformed += malformed;
     if (back) {
       // Back to be refilled: a fresh buffer per batch costs the main thread zeroing and
@@ -107,6 +120,33 @@ export class ShardCore {
     } else {
       this.post({ t: 'ack', events, malformed, rejected });
     }
+  }
+
+  /**
+   * Applies one write section of records from word `at` under the readers' lock (see
+   * tree-lock.ts), and returns the word after it. An edge-table rebuild the section needs
+   * happens before the lock, so readers never wait for one.
+   */
+  private applySection(words: Uint32Array, at: number): number {
+    const end = sectionEnd(words, at, WRITE_SECTION_BLOCKS, this.stored);
+    this.tree.reserveEdges(this.stored[0]!);
+    const h = this.header;
+    lockTree(h);
+    try {
+      this.tree.commitEdges();
+      return applyBatch(this.tree, words, this.counts, at, end);
+    } finally {
+      unlockTree(h);
+    }
+  }
+
+  /** The shard can no longer be trusted: stop serving, wake waiters, tell the main thread. */
+  private fail(err: unknown): void {
+    this.failed = true;
+    Atomics.store(this.header, H.FAILED, 1);
+    Atomics.notify(this.header, H.APPLIED);
+    const e = asError(err);
+    this.post({ t: 'fatal', code: e.code, message: `shard ${this.init.shard}: ${e.message}` });
   }
 
   /**
@@ -132,7 +172,7 @@ export class ShardCore {
       i += 4 + ((n + 3) >>> 2);
     }
     const parsed = w.take();
-    applyBatch(this.tree, parsed, this.counts);
+    for (let k = 0; k < parsed.length; ) k = this.applySection(parsed, k);
     if (w.askBack()) w.recycle(parsed.buffer as ArrayBuffer); // the next JSON run reuses it
     return i;
   }

@@ -5,6 +5,7 @@
  * after every event queued before it and before every event queued after it.
  */
 import type { SnapshotEncoding } from '../../protocol/types.js';
+import type { SharedTreeLayout } from '../../tree/shared-layout.js';
 import type { ReplyBoardShape } from './board-layout.js';
 import type { StatusCounts } from './event-batch.js';
 
@@ -13,6 +14,15 @@ export interface ShardInit {
   expirationMs: number | null;
   /** Shared memory for lookup replies (board-layout.ts). */
   board: ReplyBoardShape;
+  /** Initial node and edge capacity of the tree (null: the default; tests force growth). */
+  initialCapacity: number | null;
+}
+
+/** What a shard thread's start task returns. */
+export interface ShardStarted {
+  threadId: number;
+  /** The tree's shared memory, read by lookups on the calling thread. */
+  layout: SharedTreeLayout;
 }
 
 export type ShardRequest =

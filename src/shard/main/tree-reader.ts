@@ -1,0 +1,95 @@
+/**
+ * Lookups on the calling thread, reading one shard's tree from shared memory (the arrays of
+ * src/tree/shared-layout.ts) under the shard's ticket lock (wire/tree-lock.ts). Views are
+ * fixed-length and rebuilt only when the layout generation moves (an array grew, the edge
+ * table switched); the walk is the tree's own (`walkScores`). Nothing is allocated per lookup
+ * once the scratch arrays have grown to the shard's worker count.
+ */
+import { H, type SharedTreeLayout } from '../../tree/shared-layout.js';
+import type { MatchResult } from '../../tree/match-result.js';
+import { walkScores, type LookupArrays } from '../../tree/walk.js';
+import { lockTree, unlockTree } from '../wire/tree-lock.js';
+
+export class TreeReader {
+  readonly header: Int32Array;
+  private gen = -1;
+  private readonly arrays: LookupArrays = {
+    parent: new Int32Array(0), tokLo: new Uint32Array(0), tokHi: new Uint32Array(0), firstChild: new Int32Array(0),
+    w0: new Int32Array(0), pWorker: new Int32Array(0), pNext: new Int32Array(0), edges: new Int32Array(0), edgeMask: 0,
+  };
+  private slotLo: Uint32Array = new Uint32Array(0);
+  private slotHi: Uint32Array = new Uint32Array(0);
+  private score = new Int32Array(16);
+  private touched = new Int32Array(16);
+
+  constructor(private readonly layout: SharedTreeLayout) {
+    this.header = new Int32Array(layout.header);
+  }
+
+  /** Events the shard has applied (u32 count, wrapping, as an int32). */
+  get applied(): number {
+    return Atomics.load(this.header, H.APPLIED);
+  }
+
+  /** Whether the shard reported a fatal failure. */
+  get failed(): boolean {
+    return Atomics.load(this.header, H.FAILED) !== 0;
+  }
+
+  /**
+   * Walks the shard's tree under its lock and appends the matching workers to `result` from
+   * index `at`; returns the new count.
+   */
+  lookupInto(words: Uint32Array, off: number, n: number, earlyExit: boolean, result: MatchResult, at: number): number {
+    const h = this.header;
+    lockTree(h);
+    try {
+      if (Atomics.load(h, H.GEN) !== this.gen) this.refresh();
+      const slots = Atomics.load(h, H.SLOTS);
+      if (this.score.length < slots) {
+        this.score = new Int32Array(Math.max(slots, this.score.length * 2));
+        this.touched = new Int32Array(this.score.length);
+      }
+      const score = this.score;
+      const touched = this.touched;
+      const k = walkScores(this.arrays, words, off, n, earlyExit, score, touched);
+      result.reserve(at + k, at);
+      const idw = result.idWords;
+      const out = result.scores;
+      const lo = this.slotLo;
+      const hi = this.slotHi;
+      for (let i = 0; i < k; i++) {
+        const s = touched[i]!;
+        idw[2 * (at + i)] = lo[s]!;
+        idw[2 * (at + i) + 1] = hi[s]!;
+        out[at + i] = score[s]!;
+        score[s] = 0;
+      }
+      return at + k;
+    } finally {
+      unlockTree(h);
+    }
+  }
+
+  /** Rebuilds the views after the layout changed (called under the lock). */
+  private refresh(): void {
+    const h = this.header;
+    const l = this.layout;
+    this.gen = Atomics.load(h, H.GEN);
+    const i32 = (b: SharedArrayBuffer): Int32Array => new Int32Array(b, 0, b.byteLength >>> 2);
+    const u32 = (b: SharedArrayBuffer): Uint32Array => new Uint32Array(b, 0, b.byteLength >>> 2);
+    const a = this.arrays;
+    a.parent = i32(l.parent);
+    a.tokLo = u32(l.tokLo);
+    a.tokHi = u32(l.tokHi);
+    a.firstChild = i32(l.firstChild);
+    a.w0 = i32(l.w0);
+    a.pWorker = i32(l.pWorker);
+    a.pNext = i32(l.pNext);
+    const mask = Atomics.load(h, H.EDGE_MASK);
+    a.edges = new Int32Array(Atomics.load(h, H.EDGE_ACTIVE) === 0 ? l.edgesA : l.edgesB, 0, mask + 1);
+    a.edgeMask = mask;
+    this.slotLo = u32(l.slotLo);
+    this.slotHi = u32(l.slotHi);
+  }
+}

@@ -1,0 +1,39 @@
+/**
+ * A fair FIFO ticket lock over a shard tree's header words (src/tree/shared-layout.ts): the
+ * shard thread holds it for a bounded write section (a chunk of an event batch, at most
+ * `WRITE_SECTION_BLOCKS` blocks unless one event is larger), a lookup on the calling thread for
+ * its walk of that shard. Measured on the 2-core dev VM before it was built: about +35 ns per
+ * shard when idle, reader p99 19-57 us with the writer saturated, where a seqlock alone starved
+ * readers (p99 20-100 ms) under constant writes.
+ *
+ * A waiter spins first: a release is seen within 0.2-3 us by spinning, against 3-44 us (p99 up
+ * to 150 us) to wake from `Atomics.wait`. It sleeps only after `SPINS` polls, announcing itself
+ * in `WAITERS` so that an uncontended release skips `Atomics.notify`.
+ */
+import { H } from '../../tree/shared-layout.js';
+
+/** Blocks applied per write section: ~10 us of writing on the dev VM. */
+export const WRITE_SECTION_BLOCKS = 32;
+
+/** Polls before sleeping (a few microseconds). */
+const SPINS = 2000;
+
+/** Takes the lock (blocking: spin, then `Atomics.wait`). */
+export function lockTree(h: Int32Array): void {
+  const ticket = Atomics.add(h, H.TICKET, 1);
+  let serving = Atomics.load(h, H.SERVING);
+  if (serving === ticket) return;
+  for (let i = 0; i < SPINS; i++) {
+    serving = Atomics.load(h, H.SERVING);
+    if (serving === ticket) return;
+  }
+  Atomics.add(h, H.WAITERS, 1);
+  while ((serving = Atomics.load(h, H.SERVING)) !== ticket) Atomics.wait(h, H.SERVING, serving, 50);
+  Atomics.sub(h, H.WAITERS, 1);
+}
+
+/** Releases the lock; wakes sleepers only if there are any. */
+export function unlockTree(h: Int32Array): void {
+  Atomics.add(h, H.SERVING, 1);
+  if (Atomics.load(h, H.WAITERS) > 0) Atomics.notify(h, H.SERVING);
+}

@@ -1,0 +1,47 @@
+/**
+ * The part of a shard's tree that lookups on another thread read, in shared memory: the edge
+ * table (two buffers: a resized table is built in the inactive one while readers keep using
+ * the active one, then switched), each node's parent, tokens-hash key, first child and worker
+ * set, the overflow pairs' worker and next links, and the slot -> worker id table. Everything
+ * else (the per-worker external-hash lookups, sibling links, free lists) stays private to the
+ * shard thread, as in Dynamo.
+ *
+ * `header` (Int32) words are listed in `H`; the tree writes `GEN`, `EDGE_*` and `SLOTS`, the
+ * shard's lock (src/shard/wire/tree-lock.ts) the rest. Readers take the lock, then rebuild their
+ * views if `GEN` moved.
+ */
+
+export const H = {
+  /** Ticket lock: next ticket, ticket served, threads asleep waiting (tree-lock.ts). */
+  TICKET: 0,
+  SERVING: 1,
+  WAITERS: 2,
+  /** Layout generation: bumped whenever an array grows or the edge table switches. */
+  GEN: 3,
+  /** Events the shard has applied (u32, wrapping): read-your-writes waits on it. */
+  APPLIED: 4,
+  /** Which edge buffer is active (0: edgesA, 1: edgesB), and its mask (capacity - 1). */
+  EDGE_ACTIVE: 5,
+  EDGE_MASK: 6,
+  /** 1 once the shard failed: waiters stop waiting. */
+  FAILED: 7,
+  /** Worker slots handed out so far (readers size their score scratch on it). */
+  SLOTS: 8,
+} as const;
+
+export const HEADER_WORDS = 16;
+
+export interface SharedTreeLayout {
+  header: SharedArrayBuffer;
+  parent: SharedArrayBuffer;
+  tokLo: SharedArrayBuffer;
+  tokHi: SharedArrayBuffer;
+  firstChild: SharedArrayBuffer;
+  w0: SharedArrayBuffer;
+  pWorker: SharedArrayBuffer;
+  pNext: SharedArrayBuffer;
+  edgesA: SharedArrayBuffer;
+  edgesB: SharedArrayBuffer;
+  slotLo: SharedArrayBuffer;
+  slotHi: SharedArrayBuffer;
+}

@@ -1,0 +1,173 @@
+/**
+ * Lookups on the calling thread, reading the shards' trees from shared memory: exact at every
+ * quiescent point while shard threads churn events under continuous lookups (trees that start
+ * tiny, so arrays grow and edge tables are rebuilt while lookups read them); read-your-writes
+ * by default, the latest applied state without it; the allocation-free result.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { ErrorCode } from '../src/errors.js';
+import type { RouterEvent } from '../src/protocol/types.js';
+import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
+import { createMatchResult, type MatchResult } from '../src/tree/match-result.js';
+import { RadixTree } from '../src/tree/radix-tree.js';
+import { readWorkload } from '../src/trace/workload.js';
+import { sortedScores } from './support/compare.js';
+import { Rng } from './support/event-gen.js';
+import { createFaultyIndexer } from './support/faulty-shards.js';
+import { prefixClosedStream } from './support/prefix-closed-gen.js';
+import { sharedWorkload } from './support/shared.js';
+
+let open: ShardedIndexer[] = [];
+afterEach(async () => {
+  await Promise.all(open.map((ix) => ix.close()));
+  open = [];
+});
+
+async function tiny(shards: number, extra: { readYourWrites?: boolean } = {}): Promise<ShardedIndexer> {
+  const { ix } = await createFaultyIndexer({ shards, blockSize: 16, ...extra }, { initialCapacity: 4 });
+  open.push(ix);
+  return ix;
+}
+
+/** A MatchResult's first n entries in the form of `sortedScores`. */
+function resultScores(r: MatchResult, n: number): [string, number][] {
+  const out: [string, number][] = [];
+  for (let i = 0; i < n; i++) out.push([r.workerIds[i]!.toString(), r.scores[i]!]);
+  return out.sort(([a], [b]) => (BigInt(a) < BigInt(b) ? -1 : BigInt(a) > BigInt(b) ? 1 : 0));
+}
+
+const W = 0x694d99badb9f7c07n;
+function chain(workerId: bigint, n: number, salt: bigint): RouterEvent {
+  const blocks = Array.from({ length: n }, (_, i) => ({
+    blockHash: 0xf000_0000_0000_0000n + salt * 1000n + BigInt(i),
+    tokensHash: 0xe000_0000_0000_0000n + BigInt(i),
+  }));
+  return { workerId, event: { eventId: 0n, data: { type: 'stored', parentHash: null, blocks } } };
+}
+const toks = (n: number): BigUint64Array => BigUint64Array.from({ length: n }, (_, i) => 0xe000_0000_0000_0000n + BigInt(i));
+
+describe('lookups on the calling thread', () => {
+  it.each([1, 2, 3])('are exact at every quiescent point while shards churn under continuous lookups (shards: %i)', async (shards) => {
+    const ix = await tiny(shards, { readYourWrites: false });
+    const result = createMatchResult(1);
+    let lookups = 0;
+    for (let seed = 1; seed <= 4; seed++) {
+      const { ops, docs } = prefixClosedStream(100 + seed, 1500);
+      const ref = new RadixTree();
+      const rng = new Rng(seed);
+      let i = 0;
+      while (i < ops.length) {
+        for (let b = 1 + rng.int(60); b > 0 && i < ops.length; b--, i++) {
+          const op = ops[i]!;
+          if (op.kind === 'event') {
+            ix.applyEvent(op.event);
+            ref.applyEvent(op.event);
+          } else if (op.kind === 'removeWorker') {
+            void ix.removeWorker(op.workerId);
+            ref.removeWorker(op.workerId);
+          }
+        }
+        await Promise.resolve(); // the queued batches go out now; the shards apply them while...
+        for (let k = 0; k < 100; k++) {
+          // ...this thread keeps reading: any state the shards pass through must read cleanly.
+          const doc = docs[k % docs.length]!;
+          const n = ix.findMatchesInto(doc, result);
+          for (let j = 0; j < n; j++) expect(result.scores[j]).toBeLessThanOrEqual(doc.length);
+          lookups++;
+        }
+        await ix.flush();
+        for (const doc of docs) {
+          const want = sortedScores(ref.findMatches(doc));
+          expect(sortedScores(ix.findMatchesSync(doc))).toEqual(want);
+          expect(resultScores(result, ix.findMatchesInto(doc, result))).toEqual(want);
+          expect(sortedScores(await ix.findMatches(doc))).toEqual(want);
+        }
+      }
+    }
+    const stats = await ix.stats();
+    expect(stats.reduce((n, s) => n + s.nodes, 0)).toBeGreaterThan(4 * shards); // the trees grew
+    expect(lookups).toBeGreaterThan(1000);
+  });
+
+  it('are exact on the conversation workload while 2 shards ingest it (skips without ../shared)', async () => {
+    const path = sharedWorkload('conversation');
+    if (path === null) return;
+    const ix = await tiny(2, { readYourWrites: false });
+    const ref = new RadixTree();
+    const result = createMatchResult();
+    let pending = 0;
+    const lookups: BigUint64Array[] = [];
+    for await (const op of readWorkload(path)) {
+      if (op.op === 'event') {
+        ix.applyEvent(op.event);
+        ref.applyEvent(op.event);
+        if (++pending % 500 === 0) {
+          await Promise.resolve();
+          for (const h of lookups.slice(-50)) ix.findMatchesInto(h, result);
+        }
+      } else if (op.op === 'match' && lookups.length < 2000) {
+        lookups.push(op.seq);
+      }
+      if (pending >= 20_000) break;
+    }
+    await ix.flush();
+    expect(pending).toBeGreaterThan(1000);
+    expect(lookups.length).toBeGreaterThan(100);
+    for (const h of lookups) {
+      expect(resultScores(result, ix.findMatchesInto(h, result))).toEqual(sortedScores(ref.findMatches(h)));
+    }
+  });
+
+  it.each([1, 2, 3])('see an event applied just before them by default, blocking until the shards have it (shards: %i)', async (shards) => {
+    const ix = await tiny(shards);
+    const result = createMatchResult();
+    for (let w = 0n; w < 8n; w++) {
+      ix.applyEvent(chain(W + w, 3 + Number(w), w));
+      const n = ix.findMatchesInto(toks(20), result);
+      expect(n).toBe(Number(w) + 1);
+      expect(resultScores(result, n)).toContainEqual([(W + w).toString(), 3 + Number(w)]);
+      expect(ix.findMatchesSync(toks(20)).scores.get(W + w)).toBe(3 + Number(w));
+    }
+  });
+
+  it('answer from the latest applied state without waiting when readYourWrites is false', async () => {
+    const ix = await tiny(2, { readYourWrites: false });
+    ix.applyEvent(chain(W, 4, 1n));
+    // Still queued (batches go out at the end of the task): not applied, so not seen.
+    expect(ix.findMatchesSync(toks(4)).scores.size).toBe(0);
+    await ix.flush();
+    expect(ix.findMatchesSync(toks(4)).scores).toEqual(new Map([[W, 4]]));
+  });
+
+  it('fill a caller-owned result, growing it only when more workers match than it holds', async () => {
+    const ix = await tiny(2);
+    for (let w = 0n; w < 40n; w++) ix.applyEvent(chain(W + w, 2, w));
+    const result = createMatchResult(4);
+    expect(ix.findMatchesInto(toks(2), result)).toBe(40);
+    const ids = result.workerIds;
+    expect(new Set(Array.from(ids.subarray(0, 40)))).toEqual(new Set(Array.from({ length: 40 }, (_, i) => W + BigInt(i))));
+    expect(ix.findMatchesInto(toks(1), result)).toBe(40);
+    expect(result.workerIds).toBe(ids); // big enough now: reused
+    expect(Array.from(result.scores.subarray(0, 40))).toEqual(Array(40).fill(1));
+    expect(ix.findMatchesInto(toks(2), result, true)).toBe(40); // earlyExit: single-worker nodes end the walk
+  });
+
+  it('with expirationMs on shard threads: synchronous lookups refuse, findMatches reports frequencies', async () => {
+    const ix = await ShardedIndexer.create({ shards: 2, blockSize: 16, expirationMs: 60_000 });
+    open.push(ix);
+    ix.applyEvent(chain(W, 3, 1n));
+    expect(() => ix.findMatchesInto(toks(3), createMatchResult())).toThrow(expect.objectContaining({ code: ErrorCode.InvalidOption }));
+    await ix.findMatches(toks(3));
+    expect((await ix.findMatches(toks(3))).frequencies).toEqual([1, 1, 1]);
+  });
+
+  it('match the in-thread engine with shards: 0 too', async () => {
+    const ix = await ShardedIndexer.create({ shards: 0, blockSize: 16 });
+    open.push(ix);
+    ix.applyEvent(chain(W, 5, 1n));
+    ix.applyEvent(chain(W + 1n, 2, 2n));
+    const result = createMatchResult();
+    expect(resultScores(result, ix.findMatchesInto(toks(5), result))).toEqual([[W.toString(), 5], [(W + 1n).toString(), 2]]);
+    expect(ix.findMatchesSync(toks(5)).scores).toEqual(new Map([[W, 5], [W + 1n, 2]]));
+  });
+});
