@@ -4,20 +4,17 @@
  *   removed blocks; the main thread validates and encodes, shards apply);
  * - replay: events and lookups interleaved, each lookup awaited (block-ops include the blocks
  *   visited by lookups);
- * - lookup latency on the final tree through each shard count: the product's shared-memory
- *   replies, one port reply per shard (its fallback), and a bare thread round trip (the floor);
  * - dump of about a million pairs: in-thread vs the shards' parallel dumps merged as bytes,
  *   compared under the same memory policy (kept writers, output copied into fresh memory), with
  *   a fresh buffer per dump in-thread beside it.
- * Targets: 2 shards ingest >= 1.6x shards: 0; lookup p99 through 2 shards <= 150 us;
+ * Targets: 2 shards ingest >= 1.6x shards: 0;
  * dumpSnapshot of ~1M pairs through 2 shards <= 0.7x the time of shards: 0 (same policy).
  */
 import { parseRouterEvent } from '../src/protocol/json-parse.js';
 import { createSnapshotWriter } from '../src/protocol/snapshot-writer.js';
 import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
-import { percentile, quiesce as quiesceFor, table, type SuiteOptions, type SuiteResult } from './suite.js';
-import { RoundTrip } from './reference/round-trip.js';
+import { quiesce as quiesceFor, table, type SuiteOptions, type SuiteResult } from './suite.js';
 import { loadWorkload, replicatedEvents, workloadPath, type LoadedWorkload } from './workloads.js';
 
 const SHARD_COUNTS = [0, 1, 2];
@@ -87,16 +84,6 @@ async function replay(w: LoadedWorkload, shards: number): Promise<{ ms: number; 
   }
   await ix.flush();
   return { ms: performance.now() - t0, ix };
-}
-
-async function latencies(seqs: BigUint64Array[], find: (s: BigUint64Array) => Promise<unknown>, n: number): Promise<number[]> {
-  const out: number[] = [];
-  for (let i = 0; i < n + 200; i++) {
-    const t0 = performance.now();
-    await find(seqs[i % seqs.length]!);
-    if (i >= 200) out.push((performance.now() - t0) * 1000); // the first 200 warm up
-  }
-  return out.sort((a, b) => a - b);
 }
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -177,50 +164,8 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       `worker id and lets the owning shard parse. Median of ${reps}, repetitions interleaving the paths.\n\n${table(jsonRows)}`,
   );
 
-  // 2. Lookup latency on the final conversation tree.
+  // 2. Lookup latency: bench/lookup.bench.ts (lookups now run on the calling thread).
   const conv = loaded[0]!;
-  const seqs = conv.ops.flatMap((o) => (o.kind === 'match' ? [o.seq] : []));
-  const n = opts.quick ? 2_000 : 10_000;
-  const latencyRounds = opts.quick ? 1 : 3;
-  const latRows: SuiteResult['rows'] = [];
-  for (const shards of SHARD_COUNTS) {
-    const { ix } = await replay(conv, shards);
-    const floor = shards > 0 ? await RoundTrip.start(shards) : null;
-    const channels: Array<[string, (s: BigUint64Array) => Promise<unknown>]> = [
-      [shards > 0 ? 'port request, shared-memory replies (product)' : 'in-thread', (s) => ix.findMatches(s)],
-    ];
-    if (floor !== null) {
-      channels.push(['floor: bare round trip, no indexer', () => floor.ping()]);
-      channels.push(['port request, port replies', (s) => ShardedIndexer.unsafeInternals.findMatchesViaPorts(ix, s)]);
-    }
-    // Rounds take the channels in turn, and each percentile is the median of the rounds': one
-    // slow spell of the VM moves a single round's p99 by tens of microseconds.
-    const rounds = channels.map((): number[][] => []);
-    for (let r = 0; r < latencyRounds; r++) {
-      for (const [k, [, find]] of channels.entries()) {
-        await quiesce();
-        rounds[k]!.push(await latencies(seqs, find, n));
-      }
-    }
-    for (const [k, [channel]] of channels.entries()) {
-      const p50 = median(rounds[k]!.map((lat) => percentile(lat, 50)));
-      const p99 = median(rounds[k]!.map((lat) => percentile(lat, 99)));
-      const max = Math.max(...rounds[k]!.map((lat) => lat[lat.length - 1]!));
-      latRows.push({ shards, channel, lookups: n * latencyRounds, 'p50 us': r1(p50), 'p99 us': r1(p99), 'max us': r1(max) });
-    }
-    await floor?.close();
-    await ix.close();
-  }
-  rows.push(...latRows.map((r) => ({ suite: 'shard-lookup', ...r })));
-  sections.push(
-    `**findMatches latency** (awaited one at a time) on the final ${conv.name} tree, through each shard count ` +
-      `(${latencyRounds} rounds of ${n} lookups; p50 and p99 are the medians of the rounds' percentiles, max the largest); ` +
-      `for threads, the product's path (slot number through the shard's outbox, shared-memory replies), its fallback ` +
-      `(one port reply per shard), ` +
-      `and the floor of this machine: the same round trip through as many bare threads, with no indexer ` +
-      `(bench/reference/round-trip.ts). ` +
-      `Target: p99 through 2 shards <= 150 us.\n\n${table(latRows)}`,
-  );
 
   // 3. Dump of about a million pairs. Every engine now dumps into writers it keeps between
   // dumps and copies the bytes into fresh memory: shards copy their parts into one fresh

@@ -173,6 +173,16 @@ export class NodeStore {
     this.liveOverflow--;
   }
 
+  /**
+   * Grows now, if needed, so that `nodes` more nodes and `pairs` more overflow pairs fit
+   * without growing: a shard grows before it takes the readers' lock, since filling fresh pages
+   * costs ~3 ms per MB on the dev VM.
+   */
+  reserve(nodes: number, pairs: number): void {
+    while (this.nodeTop + nodes > this.nodeCap) this.growNodes();
+    while (this.pairTop + pairs > this.pairCap) this.growPairs();
+  }
+
   private growNodes(): void {
     // 1.25x: node arrays are most of the memory, and a 2x step left up to half of them unused
     // (73 -> 55 bytes per pair on the conversation workload's final tree).

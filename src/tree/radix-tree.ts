@@ -69,6 +69,8 @@ export class RadixTree {
 
   // Scratch, reused across calls.
   private path = new Int32Array(256);
+  /** Where the next `storeRange` continues (the node of the last block stored). */
+  private storeAt = 0;
   private readonly scratch = new U64Scratch();
   private scoreBySlot = new Int32Array(16);
   private touchedSlots = new Int32Array(16);
@@ -119,11 +121,13 @@ export class RadixTree {
   }
 
   /**
-   * @internal Makes room for `extra` more edges before a write section (shared mode: a table
-   * rebuild happens here, outside the readers' lock); `commitEdges` switches to it inside.
+   * @internal Makes room for `blocks` more stored blocks before a write section: arrays grow
+   * and a shared edge table is rebuilt here, outside the readers' lock; `commitEdges` switches
+   * to the rebuilt table inside it.
    */
-  reserveEdges(extra: number): void {
-    this.edges.reserve(extra);
+  reserve(blocks: number): void {
+    this.nodes.reserve(blocks, blocks);
+    this.edges.reserve(blocks);
   }
 
   /** @internal See `reserveEdges`. */
@@ -179,6 +183,21 @@ export class RadixTree {
     workerId: bigint, hasParent: boolean, parentLo: number, parentHi: number,
     words: Uint32Array, off: number, n: number,
   ): ApplyStatus {
+    const status = this.checkStored(workerId, hasParent, parentLo, parentHi, words, off, n);
+    if (status === null) this.storeRange(workerId, words, off, 0, n);
+    return status ?? OK;
+  }
+
+  /**
+   * @internal Phase 1 of Stored: finds each block's place and returns the status of an event
+   * it rejects (changing nothing), or null when `storeRange` may apply it. A shard checks a
+   * large event whole, then stores it in ranges, one write section each: a stored prefix of the
+   * event is a valid state for readers in between.
+   */
+  checkStored(
+    workerId: bigint, hasParent: boolean, parentLo: number, parentHi: number,
+    words: Uint32Array, off: number, n: number,
+  ): ApplyStatus | null {
     const slot0 = this.slotOf.get(workerId);
     const table0 = slot0 === undefined ? null : this.tables[slot0]!;
     const nodes = this.nodes;
@@ -188,9 +207,9 @@ export class RadixTree {
       if (ref === null) return PARENT_NOT_FOUND;
       start = ref >= 0 ? ref : nodes.pNode[~ref]!;
     }
+    this.storeAt = start;
     if (n === 0) return OK;
 
-    // Phase 1: find each block's place and reject the event before touching anything.
     if (this.path.length < n) this.path = new Int32Array(Math.max(n, this.path.length * 2));
     const path = this.path;
     const seen = this.seen;
@@ -211,12 +230,20 @@ export class RadixTree {
       path[i] = child;
       cur = child;
     }
+    return null;
+  }
 
-    // Phase 2: apply.
-    const slot = slot0 ?? this.addWorker(workerId);
+  /**
+   * @internal Phase 2 of Stored: applies blocks [from, to) of the event `checkStored` accepted
+   * last, continuing where the previous range ended.
+   */
+  storeRange(workerId: bigint, words: Uint32Array, off: number, from: number, to: number): void {
+    const nodes = this.nodes;
+    const slot = this.slotOf.get(workerId) ?? this.addWorker(workerId);
     const table = this.tables[slot]!;
-    cur = start;
-    for (let i = 0; i < n; i++) {
+    const path = this.path;
+    let cur = this.storeAt;
+    for (let i = from; i < to; i++) {
       const k = off + 4 * i;
       const bLo = words[k]!;
       const bHi = words[k + 1]!;
@@ -231,21 +258,30 @@ export class RadixTree {
       }
       cur = child;
     }
-    return OK;
+    this.storeAt = cur;
   }
 
   /** Removed, on raw words: `n` hashes at `words[off + 2i ..]` as (lo, hi). */
   applyRemoved(workerId: bigint, words: Uint32Array, off: number, n: number): ApplyStatus {
+    return this.removeRange(workerId, words, off, 0, n) > 0 ? BLOCK_NOT_FOUND : OK;
+  }
+
+  /**
+   * @internal Removes hashes [from, to) of a Removed event (`words[off + 2i ..]`); returns how
+   * many the worker did not hold (a shard removes a large event in ranges, one write section
+   * each).
+   */
+  removeRange(workerId: bigint, words: Uint32Array, off: number, from: number, to: number): number {
     const slot = this.slotOf.get(workerId);
-    if (slot === undefined) return n > 0 ? BLOCK_NOT_FOUND : OK;
+    if (slot === undefined) return to - from;
     const table = this.tables[slot]!;
-    let missing = false;
-    for (let i = 0; i < n; i++) {
+    let missing = 0;
+    for (let i = from; i < to; i++) {
       const ref = table.find(words[off + 2 * i]!, words[off + 2 * i + 1]!);
-      if (ref === null) missing = true;
+      if (ref === null) missing++;
       else this.dropPair(ref, table);
     }
-    return missing ? BLOCK_NOT_FOUND : OK;
+    return missing;
   }
 
   /**
@@ -318,9 +354,7 @@ export class RadixTree {
    */
   findMatchesInto(hashes: BigUint64Array | readonly bigint[], result: MatchResult, earlyExit = false): number {
     const n = hashes.length;
-    const words = hashes instanceof BigUint64Array
-      ? new Uint32Array(hashes.buffer, hashes.byteOffset, n * 2) // little-endian halves, no copy
-      : this.scratch.hashWords(hashes, true);
+    const words = hashes instanceof BigUint64Array ? this.scratch.copyWords(hashes) : this.scratch.hashWords(hashes, true);
     return this.findMatchesWordsInto(words, 0, n, earlyExit, result);
   }
 

@@ -36,6 +36,16 @@ export class U64Scratch {
     return this.words;
   }
 
+  /**
+   * A BigUint64Array's hashes as (lo, hi) words, copied (a memcpy, no bigint): a view over the
+   * caller's buffer would be a new object per call, ~96 bytes of garbage per lookup.
+   */
+  copyWords(hashes: BigUint64Array): Uint32Array {
+    this.ensure(hashes.length);
+    this.big.set(hashes);
+    return this.words;
+  }
+
   private ensure(n: number): void {
     if (this.big.length >= n) return;
     this.big = new BigUint64Array(Math.max(n, this.big.length * 2));

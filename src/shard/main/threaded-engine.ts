@@ -24,6 +24,7 @@ import type { DumpPrepared, FindReply, ShardStats } from '../wire/messages.js';
 import { peekWorkerId } from './json-peek.js';
 import { H } from '../../tree/shared-layout.js';
 import { MatchResult } from '../../tree/match-result.js';
+import { U64Scratch } from '../../tree/u64-scratch.js';
 import { mergeScores, toScores, toU64Array } from './merge-scores.js';
 import { TreeReader } from './tree-reader.js';
 import { ShardOutbox } from './outbox.js';
@@ -69,6 +70,8 @@ export class ThreadedEngine {
   private readonly readYourWrites: boolean;
   /** The result the Map-returning lookups fill before converting (reused). */
   private readonly scratch = new MatchResult(64);
+  /** The lookup's hashes as (lo, hi) words, copied in (no view object per call). */
+  private readonly words = new U64Scratch();
   private readonly frequencyTrail: boolean;
   private flushScheduled = false;
   private nextDump = 1;
@@ -182,10 +185,9 @@ export class ThreadedEngine {
     if (this.frequencyTrail) {
       throw new KvIndexError(ErrorCode.InvalidOption, 'synchronous lookups need expirationMs unset with shard threads (the frequency trail is recorded in the shards): use findMatches');
     }
-    const seq = hashes instanceof BigUint64Array ? hashes : toU64Array(hashes);
-    const words = new Uint32Array(seq.buffer, seq.byteOffset, seq.length * 2);
+    const words = hashes instanceof BigUint64Array ? this.words.copyWords(hashes) : this.words.hashWords(hashes, true);
     if (this.readYourWrites) this.catchUp(CATCH_UP_LIMIT_MS, true);
-    return this.readAll(words, seq.length, earlyExit, result);
+    return this.readAll(words, hashes.length, earlyExit, result);
   }
 
   findMatchesSync(hashes: BigUint64Array | readonly bigint[]): OverlapScores {
@@ -210,7 +212,7 @@ export class ThreadedEngine {
   /** Reads every shard's tree into `result`; returns the number of matching workers. */
   private readAll(words: Uint32Array, n: number, earlyExit: boolean, result: MatchResult): number {
     let k = 0;
-    for (const r of this.readers) k = r.lookupInto(words, 0, n, earlyExit, result, k);
+    for (let i = 0; i < this.readers.length; i++) k = this.readers[i]!.lookupInto(words, 0, n, earlyExit, result, k);
     return k;
   }
 
@@ -221,7 +223,7 @@ export class ThreadedEngine {
    * not catch up within the limit).
    */
   private catchUp(limitMs: number, sleep: boolean): boolean {
-    for (const o of this.outboxes) o.send();
+    for (let i = 0; i < this.outboxes.length; i++) this.outboxes[i]!.send();
     let started = -1;
     for (let i = 0; i < this.readers.length; i++) {
       const r = this.readers[i]!;

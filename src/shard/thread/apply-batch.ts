@@ -1,47 +1,117 @@
 /**
  * The shard side of an event batch (wire/event-batch.ts): applies its records to the shard's
- * tree, in order, counting statuses. JSON records are not applied here: the walk stops at one
- * and the shard parses the run of JSON records itself (shard-core.ts).
+ * tree, in order, counting statuses, in write sections under the readers' lock. JSON records
+ * are not applied here: the walk stops at one and the shard parses the run of JSON records
+ * itself (shard-core.ts).
  */
 import { ErrorCode, KvIndexError } from '../../errors.js';
 import type { ApplyStatus } from '../../protocol/types.js';
 import { u64FromHalves } from '../../protocol/u64-text.js';
 import type { RadixTree } from '../../tree/radix-tree.js';
 import { REC_CLEARED, REC_JSON, REC_REMOVED, REC_REMOVE_WORKER, REC_STORED, type StatusCounts } from '../wire/event-batch.js';
+import { lockTree, unlockTree } from '../wire/tree-lock.js';
 
 /** The u64 of (lo, hi) halves (the shared typed-array split of u64-text.ts: ~7 ns, no shifts). */
 const u64 = (lo: number, hi: number): bigint => u64FromHalves(hi, lo);
 
 /**
- * Where a write section starting at record word `at` ends: after the records that bring its
- * blocks to `budget` (at least one record), before a JSON record, or at the end. Its Stored
- * blocks (the most edges it can add) go to `stored[0]`.
+ * Applies the records of `words` from word `at` up to the first JSON record or the end, in
+ * write sections under the readers' lock (`header`: src/tree/shared-layout.ts), and returns
+ * the word where it stopped. A section holds at most `budget` blocks: consecutive small records
+ * together, a larger Stored or Removed event in ranges of `budget` blocks (a stored prefix of an
+ * event, or a part of its removals, is a valid state for readers). Before each section the
+ * tree grows its arrays and rebuilds its edge table if the section needs it, so that neither
+ * happens while readers wait.
  */
-export function sectionEnd(words: Uint32Array, at: number, budget: number, stored: Int32Array): number {
+export function applyInSections(
+  tree: RadixTree, words: Uint32Array, at: number, counts: StatusCounts, header: Int32Array, budget: number,
+): number {
   let i = at;
-  let blocks = 0;
-  let edges = 0;
   const end = words.length;
-  while (i < end && blocks < budget) {
+  while (i < end) {
     const kind = words[i]!;
-    if (kind === REC_STORED && i + 6 < end) {
-      const n = words[i + 6]!;
-      blocks += n;
-      edges += n;
-      i += 7 + 4 * n;
-    } else if (kind === REC_REMOVED && i + 3 < end) {
-      const n = words[i + 3]!;
-      blocks += n;
-      i += 4 + 2 * n;
-    } else if (kind === REC_CLEARED || kind === REC_REMOVE_WORKER) {
-      blocks += 1; // a clear can touch many blocks, but counts as one record here
-      i += 3;
-    } else {
-      break; // a JSON record, or a malformed one that applyBatch reports
+    if (kind === REC_JSON) return i;
+    const big = kind === REC_STORED ? words[i + 6] ?? 0 : kind === REC_REMOVED ? words[i + 3] ?? 0 : 0;
+    if (big > budget) {
+      i = kind === REC_STORED ? storeInRanges(tree, words, i, counts, header, budget) : removeInRanges(tree, words, i, counts, header, budget);
+      continue;
+    }
+    // Small records: as many as fit `budget` blocks, stopping before a large one.
+    let j = i;
+    let blocks = 0;
+    let stored = 0;
+    while (j < end && blocks < budget) {
+      const k = words[j]!;
+      if (k === REC_STORED && j + 6 < end) {
+        const n = words[j + 6]!;
+        if (n > budget) break;
+        blocks += n;
+        stored += n;
+        j += 7 + 4 * n;
+      } else if (k === REC_REMOVED && j + 3 < end) {
+        const n = words[j + 3]!;
+        if (n > budget) break;
+        blocks += n;
+        j += 4 + 2 * n;
+      } else if (k === REC_CLEARED || k === REC_REMOVE_WORKER) {
+        blocks += 1;
+        j += 3;
+      } else {
+        break; // a JSON record, or a malformed one that applyBatch reports
+      }
+    }
+    const stop = j === i ? end : Math.min(j, end);
+    tree.reserve(stored);
+    lockTree(header);
+    try {
+      tree.commitEdges();
+      i = applyBatch(tree, words, counts, i, stop);
+    } finally {
+      unlockTree(header);
     }
   }
-  stored[0] = edges;
-  return i === at ? Math.min(end, at + 1) : Math.min(i, end);
+  return i;
+}
+
+/** A Stored event larger than one section: checked whole outside the lock, stored in ranges. */
+function storeInRanges(tree: RadixTree, words: Uint32Array, i: number, counts: StatusCounts, header: Int32Array, budget: number): number {
+  const n = words[i + 6]!;
+  if (i + 7 + 4 * n > words.length) throw truncated(i);
+  const worker = u64(words[i + 1]!, words[i + 2]!);
+  // Phase 1 only reads the tree, which only this thread writes: no lock needed.
+  const status = tree.checkStored(worker, words[i + 3] === 1, words[i + 4]!, words[i + 5]!, words, i + 7, n);
+  if (status === null) {
+    tree.reserve(n);
+    for (let from = 0; from < n; from += budget) {
+      lockTree(header);
+      try {
+        tree.commitEdges();
+        tree.storeRange(worker, words, i + 7, from, Math.min(n, from + budget));
+      } finally {
+        unlockTree(header);
+      }
+    }
+  }
+  counts[status ?? 'ok']++;
+  return i + 7 + 4 * n;
+}
+
+/** A Removed event larger than one section: its hashes removed in ranges. */
+function removeInRanges(tree: RadixTree, words: Uint32Array, i: number, counts: StatusCounts, header: Int32Array, budget: number): number {
+  const n = words[i + 3]!;
+  if (i + 4 + 2 * n > words.length) throw truncated(i);
+  const worker = u64(words[i + 1]!, words[i + 2]!);
+  let missing = 0;
+  for (let from = 0; from < n; from += budget) {
+    lockTree(header);
+    try {
+      missing += tree.removeRange(worker, words, i + 4, from, Math.min(n, from + budget));
+    } finally {
+      unlockTree(header);
+    }
+  }
+  counts[missing > 0 ? 'block_not_found' : 'ok']++;
+  return i + 4 + 2 * n;
 }
 
 /**

@@ -12,8 +12,8 @@ import { EventBatchWriter, REC_JSON, emptyCounts, jsonTag, type StatusCounts } f
 import { JsonEventEncoder } from '../wire/json-words.js';
 import type { DumpPrepared, FindReply, FromShard, Rejected, ShardInit, ShardRequest, ShardStats, ToShard } from '../wire/messages.js';
 import { H, type SharedTreeLayout } from '../../tree/shared-layout.js';
-import { WRITE_SECTION_BLOCKS, lockTree, unlockTree } from '../wire/tree-lock.js';
-import { applyBatch, sectionEnd } from './apply-batch.js';
+import { WRITE_SECTION_BLOCKS } from '../wire/tree-lock.js';
+import { applyInSections } from './apply-batch.js';
 import { ReplyWriter } from './reply-writer.js';
 
 export type Post = (msg: FromShard, transfer?: ArrayBuffer[]) => void;
@@ -44,7 +44,6 @@ export class ShardCore {
   private readonly jsonWords = new EventBatchWriter();
   /** The tree's shared header: the readers' lock, the applied count (shared-layout.ts). */
   private readonly header: Int32Array;
-  private readonly stored = new Int32Array(1);
 
   constructor(private readonly init: ShardInit, private readonly post: Post) {
     this.tree = new RadixTree({
@@ -102,7 +101,9 @@ export class ShardCore {
     try {
       let i = 0;
       while (i < words.length) {
-        i = words[i] === REC_JSON ? this.applyJsonRun(words, i, rejected) : this.applySection(words, i);
+        i = words[i] === REC_JSON
+          ? this.applyJsonRun(words, i, rejected)
+          : applyInSections(this.tree, words, i, this.counts, this.header, WRITE_SECTION_BLOCKS);
       }
       malformed = rejected.length;
     } catch (err) {
@@ -119,24 +120,6 @@ export class ShardCore {
       this.post({ t: 'ack', events, malformed, rejected, words: buffer }, [buffer]);
     } else {
       this.post({ t: 'ack', events, malformed, rejected });
-    }
-  }
-
-  /**
-   * Applies one write section of records from word `at` under the readers' lock (see
-   * tree-lock.ts), and returns the word after it. An edge-table rebuild the section needs
-   * happens before the lock, so readers never wait for one.
-   */
-  private applySection(words: Uint32Array, at: number): number {
-    const end = sectionEnd(words, at, WRITE_SECTION_BLOCKS, this.stored);
-    this.tree.reserveEdges(this.stored[0]!);
-    const h = this.header;
-    lockTree(h);
-    try {
-      this.tree.commitEdges();
-      return applyBatch(this.tree, words, this.counts, at, end);
-    } finally {
-      unlockTree(h);
     }
   }
 
@@ -172,7 +155,7 @@ export class ShardCore {
       i += 4 + ((n + 3) >>> 2);
     }
     const parsed = w.take();
-    for (let k = 0; k < parsed.length; ) k = this.applySection(parsed, k);
+    applyInSections(this.tree, parsed, 0, this.counts, this.header, WRITE_SECTION_BLOCKS);
     if (w.askBack()) w.recycle(parsed.buffer as ArrayBuffer); // the next JSON run reuses it
     return i;
   }

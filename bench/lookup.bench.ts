@@ -1,0 +1,226 @@
+/**
+ * Lookups (issue "lookups on the calling thread"), shards 0 / 1 / 2 side by side in one run, on
+ * the conversation workload's final tree:
+ * - quiescent, back to back: `findMatchesInto` (allocation-free, synchronous), `findMatches`
+ *   (async, Map), the shards' ordered port path (the fallback), and the floor of the old design:
+ *   a bare thread round trip with no indexer;
+ * - idle: 10 ms of idle time before each lookup (threads that were asleep);
+ * - while the shards ingest at full speed: the workload replayed unpaced into a fresh indexer,
+ *   every lookup timed, `readYourWrites: false` (what a router under load asks) and the default;
+ * - allocation: JS heap growth and GC count over 100k `findMatchesInto` in a row;
+ * - the synthetic workload's no-match and short-match lookups, in-thread.
+ * Every row reports p50, p99, p99.9 and max, in microseconds (performance.now() around each
+ * call: its own ~0.05 us is included).
+ */
+import { PerformanceObserver } from 'node:perf_hooks';
+import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
+import { createMatchResult } from '../src/tree/match-result.js';
+import { RoundTrip } from './reference/round-trip.js';
+import { gc, percentile, quiesce, table, type SuiteOptions, type SuiteResult } from './suite.js';
+import { loadWorkload, workloadPath, type LoadedWorkload } from './workloads.js';
+
+const SHARD_COUNTS = [0, 1, 2];
+const r2 = (x: number): number => Math.round(x * 100) / 100;
+
+type Row = Record<string, string | number | boolean>;
+
+/** p50 / p99 / p99.9 / max of latencies in microseconds (sorted in place). */
+function stats(lat: Float64Array): Row {
+  lat.sort();
+  return {
+    lookups: lat.length,
+    'p50 us': r2(percentile(lat, 50)), 'p99 us': r2(percentile(lat, 99)),
+    'p99.9 us': r2(percentile(lat, 99.9)), 'max us': r2(lat[lat.length - 1]!),
+  };
+}
+
+/** A loaded indexer holding the workload's final state (events applied, then flushed). */
+async function loaded(w: LoadedWorkload, shards: number, readYourWrites = true): Promise<ShardedIndexer> {
+  const ix = await ShardedIndexer.create({ shards, blockSize: 64, readYourWrites });
+  for (const op of w.ops) {
+    if (op.kind === 'event') ix.applyEvent(op.event);
+    if (ix.needsDrain) await ix.drained();
+  }
+  await ix.flush();
+  return ix;
+}
+
+function timeSync(seqs: BigUint64Array[], n: number, find: (s: BigUint64Array) => unknown): Float64Array {
+  const lat = new Float64Array(n);
+  for (let i = 0; i < n + 1000; i++) {
+    const s = seqs[i % seqs.length]!;
+    const t0 = performance.now();
+    find(s);
+    const dt = performance.now() - t0;
+    if (i >= 1000) lat[i - 1000] = dt * 1000; // the first 1000 warm up
+  }
+  return lat;
+}
+
+async function timeAsync(seqs: BigUint64Array[], n: number, find: (s: BigUint64Array) => Promise<unknown>, idleMs = 0): Promise<Float64Array> {
+  const lat = new Float64Array(n);
+  const warm = idleMs > 0 ? 20 : 500;
+  for (let i = 0; i < n + warm; i++) {
+    if (idleMs > 0) await new Promise((r) => setTimeout(r, idleMs));
+    const s = seqs[i % seqs.length]!;
+    const t0 = performance.now();
+    await find(s);
+    const dt = performance.now() - t0;
+    if (i >= warm) lat[i - warm] = dt * 1000;
+  }
+  return lat;
+}
+
+/** GC runs (any kind) while `fn` runs. */
+async function gcCount(fn: () => void): Promise<number> {
+  let count = 0;
+  const obs = new PerformanceObserver((list) => {
+    count += list.getEntries().length;
+  });
+  obs.observe({ entryTypes: ['gc'] });
+  fn();
+  await new Promise((r) => setImmediate(r)); // entries are delivered asynchronously
+  obs.disconnect();
+  return count;
+}
+
+export async function run(opts: SuiteOptions): Promise<SuiteResult> {
+  const rows: SuiteResult['rows'] = [];
+  const sections: string[] = [];
+  const convPath = workloadPath(opts.shared, 'conversation');
+  if (convPath === null) return { title: 'Lookups on the calling thread', markdown: '_skipped: no shared workloads_', rows };
+  const conv = await loadWorkload(convPath, 'conversation', opts.quick ? 10_000 : Infinity);
+  const seqs = conv.ops.flatMap((o) => (o.kind === 'match' ? [o.seq] : []));
+  const n = opts.quick ? 5_000 : 30_000;
+  const idleN = opts.quick ? 50 : 300;
+
+  // 1. Quiescent and idle lookups on the final tree.
+  const quiet: Row[] = [];
+  const idle: Row[] = [];
+  const heap: Row[] = [];
+  const result = createMatchResult();
+  for (const shards of SHARD_COUNTS) {
+    const ix = await loaded(conv, shards);
+    const floor = shards > 0 ? await RoundTrip.start(shards) : null;
+    const variants: Array<[string, () => Promise<Float64Array>]> = [
+      ['findMatchesInto (sync, no allocation)', async () => timeSync(seqs, n, (s) => ix.findMatchesInto(s, result))],
+      ['findMatches (async, Map)', () => timeAsync(seqs, n, (s) => ix.findMatches(s))],
+    ];
+    if (floor !== null) {
+      variants.push(['port request per shard, port replies (fallback path)', () => timeAsync(seqs, n, (s) => ShardedIndexer.unsafeInternals.findMatchesViaPorts(ix, s))]);
+      variants.push(['floor of the old design: bare thread round trip, no indexer', () => timeAsync(seqs, n, () => floor.ping())]);
+    }
+    for (const [how, time] of variants) {
+      await quiesce(300);
+      quiet.push({ shards, lookup: how, ...stats(await time()) });
+    }
+    for (const [how, find] of [
+      ['findMatches (async)', (s: BigUint64Array) => ix.findMatches(s)],
+      ...(floor !== null ? [['floor: bare thread round trip', () => floor.ping()] as const] : []),
+    ] as Array<[string, (s: BigUint64Array) => Promise<unknown>]>) {
+      idle.push({ shards, lookup: how, 'idle before each': '10 ms', ...stats(await timeAsync(seqs, idleN, find, 10)) });
+    }
+    // Allocation: 100k findMatchesInto in a row after a GC.
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    let grown = 0;
+    const gcs = await gcCount(() => {
+      for (let i = 0; i < 100_000; i++) ix.findMatchesInto(seqs[i % seqs.length]!, result);
+      grown = process.memoryUsage().heapUsed - before;
+    });
+    heap.push({ shards, lookups: 100_000, 'heap growth bytes': grown, 'GC runs during them': gcs });
+    await floor?.close();
+    await ix.close();
+  }
+  rows.push(...quiet.map((r) => ({ suite: 'lookup-quiescent', ...r })), ...idle.map((r) => ({ suite: 'lookup-idle', ...r })));
+  rows.push(...heap.map((r) => ({ suite: 'lookup-heap', ...r })));
+  const p = (rs: Row[], shards: number, how: string, k: string): number => rs.find((r) => r['shards'] === shards && String(r['lookup']).startsWith(how))?.[k] as number;
+  const ratio = (how: string, k: string): number => r2(p(quiet, 2, how, k) / p(quiet, 0, how, k));
+  const verdict = (ok: boolean): string => (ok ? 'met' : 'NOT met');
+  const q50 = ratio('findMatches (async', 'p50 us');
+  const q99 = ratio('findMatches (async', 'p99 us');
+  const idle50 = p(idle, 2, 'findMatches', 'p50 us');
+  sections.push(
+    `**Quiescent lookups, back to back**, on the final ${conv.name} tree (${n} per row after a warm-up). With shard threads ` +
+      'both product calls read the shards\' trees in shared memory on the calling thread, under each shard\'s lock. ' +
+      'The port path is the ordered fallback (lagging shards with read-your-writes, or `expirationMs`); the floor is what ' +
+      `every lookup through threads used to pay at least.\n\n${table(quiet)}\n\n` +
+      `2 shards against shards: 0, findMatches: p50 ${q50}x, p99 ${q99}x (target: within 2x) -> **${verdict(q50 <= 2 && q99 <= 2)}**; ` +
+      `findMatchesInto: p50 ${ratio('findMatchesInto', 'p50 us')}x, p99 ${ratio('findMatchesInto', 'p99 us')}x.`,
+    `**Idle lookups**: 10 ms of idle time before each (${idleN} per row). Target: p50 <= 10 us through 2 shards: ` +
+      `${idle50} us -> **${verdict(idle50 <= 10)}**.\n\n${table(idle)}`,
+    `**Allocation**: 100,000 \`findMatchesInto\` in a row into one reused result, after a GC: JS heap growth and ` +
+      `GC runs observed during them.\n\n${table(heap)}`,
+  );
+
+  // 2. Lookups while the shards ingest at full speed.
+  const busy: Row[] = [];
+  for (const readYourWrites of [false, true]) {
+    for (const shards of SHARD_COUNTS) {
+      if (shards === 0 && readYourWrites) continue; // in-thread there is nothing to wait for
+      const ix = await ShardedIndexer.create({ shards, blockSize: 64, readYourWrites });
+      await quiesce(300);
+      const lat = new Float64Array(seqs.length);
+      let k = 0;
+      const t0 = performance.now();
+      for (const op of conv.ops) {
+        if (op.kind === 'event') {
+          ix.applyEvent(op.event);
+          if (ix.needsDrain) await ix.drained();
+        } else {
+          const s = performance.now();
+          ix.findMatchesInto(op.seq, result);
+          lat[k++] = (performance.now() - s) * 1000;
+        }
+      }
+      await ix.flush();
+      const ms = performance.now() - t0;
+      busy.push({
+        shards, readYourWrites, 'ingest+lookups ms': Math.round(ms),
+        'event block-ops/s': Math.round(conv.eventBlocks / (ms / 1000)), ...stats(lat.subarray(0, k)),
+      });
+      await ix.close();
+    }
+  }
+  rows.push(...busy.map((r) => ({ suite: 'lookup-while-ingesting', ...r })));
+  const b = (shards: number, ryw: boolean, key: string): number => busy.find((r) => r['shards'] === shards && r['readYourWrites'] === ryw)?.[key] as number;
+  const busyP99 = b(2, false, 'p99 us');
+  const busyRatio = r2(b(2, false, 'event block-ops/s') / b(0, false, 'event block-ops/s'));
+  sections.push(
+    `**Lookups while the shards ingest at full speed**: the ${conv.name} workload replayed unpaced into a fresh indexer ` +
+      '(events through `applyEvent`, waiting for `drained()` under backpressure), every lookup a timed `findMatchesInto`; ' +
+      'time through the final `flush()`. With `readYourWrites: true` a lookup first waits until the shards applied every ' +
+      'event before it. Targets (2 shards, readYourWrites false): lookup p99 <= 100 us: ' +
+      `${busyP99} us -> **${verdict(busyP99 <= 100)}**; ingestion >= 1.5x shards: 0: ${busyRatio}x -> ` +
+      `**${verdict(busyRatio >= 1.5)}**.\n\n${table(busy)}`,
+  );
+
+  // 3. The synthetic workload's no-match and short-match lookups, in-thread.
+  const synPath = workloadPath(opts.shared, 'synthetic');
+  if (synPath !== null) {
+    const syn = await loadWorkload(synPath, 'synthetic', opts.quick ? 10_000 : Infinity);
+    const ix = await loaded(syn, 0);
+    const none: BigUint64Array[] = [];
+    const short: BigUint64Array[] = [];
+    for (const op of syn.ops) {
+      if (op.kind !== 'match') continue;
+      if (op.visited === 0) none.push(op.seq);
+      else if (op.visited <= 4) short.push(op.seq);
+    }
+    const synRows: Row[] = [];
+    for (const [what, set] of [['no match', none], ['short match (1-4 blocks)', short]] as const) {
+      if (set.length === 0) continue;
+      await quiesce(300);
+      synRows.push({ lookups: what, 'distinct lookups': set.length, ...stats(timeSync(set, opts.quick ? 20_000 : 100_000, (s) => ix.findMatchesInto(s, result))) });
+    }
+    await ix.close();
+    rows.push(...synRows.map((r) => ({ suite: 'lookup-synthetic-short', ...r })));
+    const worst = Math.max(...synRows.map((r) => r['p50 us'] as number));
+    sections.push(
+      `**Short lookups, in-thread** (\`shards: 0\`, \`findMatchesInto\`) on the final ${syn.name} tree: its lookups that ` +
+        `match nothing and those that match 1-4 blocks. Target: p50 <= 0.5 us: ${worst} us -> **${verdict(worst <= 0.5)}**.` +
+        `\n\n${table(synRows)}`,
+    );
+  }
+  return { title: 'Lookups on the calling thread', markdown: sections.join('\n\n'), rows };
+}
