@@ -19,7 +19,7 @@ import { ShardedIndexer } from '../src/shard/sharded-indexer.js';
 import { readWorkload } from '../src/trace/workload.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { dumpTuples, sortedScores } from './support/compare.js';
-import { generateStream } from './support/event-gen.js';
+import { prefixClosedEvents } from './support/prefix-closed-gen.js';
 import { NATS_SKIP_MESSAGE, natsServerInstalled, useNatsServer } from './support/nats-server.js';
 
 const installed = natsServerInstalled();
@@ -28,7 +28,10 @@ if (!installed) console.warn(NATS_SKIP_MESSAGE);
 const WORKLOAD = fileURLToPath(new URL('../../shared/workloads/synthetic.jsonl.gz', import.meta.url));
 const hasWorkload = existsSync(WORKLOAD);
 
-/** Events and lookups of the workload's first `lines` lines, or of a generated stream without it. */
+/**
+ * Events and lookups of the workload's first `lines` lines, or of a generated stream of `lines`
+ * operations without it. Both keep every worker's cache prefix-closed.
+ */
 async function workloadSlice(lines: number): Promise<{ events: RouterEvent[]; queries: BigUint64Array[]; source: string }> {
   const events: RouterEvent[] = [];
   const queries: BigUint64Array[] = [];
@@ -39,8 +42,11 @@ async function workloadSlice(lines: number): Promise<{ events: RouterEvent[]; qu
     }
     return { events, queries, source: 'synthetic.jsonl.gz' };
   }
-  const stream = generateStream(5, lines);
-  for (const op of stream.ops) if (op.kind === 'event') events.push(op.event);
+  // Prefix-closed, as the workload's engines are: a worker evicts only blocks it holds no child
+  // of. Otherwise a dumped block whose parent its worker dropped is re-rooted on restore, and
+  // router 2's scores would depend on where the snapshot fell in the stream.
+  const stream = prefixClosedEvents(5, lines);
+  events.push(...stream.events);
   for (const doc of stream.docs) for (let n = 1; n <= doc.length; n++) queries.push(BigUint64Array.from(doc.slice(0, n)));
   return { events, queries, source: 'generated' };
 }
