@@ -2,8 +2,10 @@
  * A snapshot in the object store holds exactly the index at its recorded `stream_seq`: the
  * uploaded object, decoded, has the same (worker, block, parent) tuples as an in-thread
  * RadixTree fed the stream's events up to that sequence, no fewer and no more. In-thread
- * (shards: 0) and with two shard threads; with the router caught up, and with events arriving
- * while snapshots are taken.
+ * (shards: 0) and with two shard threads; with the router caught up, with events arriving while
+ * snapshots are taken, and with another caller dumping the same indexer at the same moment (the
+ * snapshot's dump must still cover the events up to its sequence and none after, even when it
+ * has to wait for that other dump).
  *
  * The events keep every worker's cache prefix-closed, so a sharded dump and an in-thread one
  * agree tuple for tuple (see test/support/prefix-closed-gen.ts).
@@ -20,6 +22,7 @@ import type { RouterEvent } from '../src/protocol/types.js';
 import { ShardedIndexer } from '../src/shard/sharded-indexer.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { dumpTuples } from './support/compare.js';
+import { BASE_WORKER_ID, Rng } from './support/event-gen.js';
 import { NATS_SKIP_MESSAGE, natsServerInstalled, useNatsServer } from './support/nats-server.js';
 import { prefixClosedEvents } from './support/prefix-closed-gen.js';
 
@@ -28,6 +31,12 @@ if (!installed) console.warn(NATS_SKIP_MESSAGE);
 
 /** Snapshots checked per test. */
 const SNAPSHOTS = 6;
+/**
+ * Rounds of the concurrent-dump test. Fewer: each costs up to a pull's expiry (1 s) when the
+ * router caught up before it was held again, and the first round already exposes a dump that
+ * waits with its request unsent (20 of 20 runs).
+ */
+const SHARED_ROUNDS = 3;
 
 describe.skipIf(!installed)('a snapshot holds exactly the index at its stream_seq', () => {
   const env = useNatsServer();
@@ -80,6 +89,37 @@ describe.skipIf(!installed)('a snapshot holds exactly the index at its stream_se
       await s.stopFeed();
       // The index moved between the snapshots.
       expect(seqs[seqs.length - 1]).toBeGreaterThan(seqs[0]!);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it.each([0, 2])('while another caller dumps the same indexer (shards %i)', async (shards) => {
+    // A large index first, so that dumps take milliseconds. Then rounds: with the router held,
+    // a backlog is published; other dumps start, the snapshot is asked for, and the router is
+    // let go, so it hands the backlog to the indexer while the snapshot's dump waits for the
+    // others. That dump must still cover the events up to its sequence and none after.
+    const bulk = bulkEvents(4, 10, 1000);
+    const { events } = prefixClosedEvents(33, 60_000);
+    const s = await setUp(`seq-shared-${shards}`, shards, [...bulk, ...events]);
+    try {
+      let published = await s.publish(0, bulk.length);
+      await s.router.waitForSeq(published);
+      await s.router.pause();
+      await s.untilChecked(SHARED_ROUNDS, async () => {
+        await s.ackedThrough(s.router.lastAppliedSeq);
+        published = await s.publish(published, published + 2000);
+        const others = [s.indexer.dumpSnapshot('bincode'), s.indexer.dumpEvents(), s.indexer.dumpSnapshot('bincode')];
+        const snapshot = s.router.snapshotNow();
+        s.router.resume();
+        const report = await snapshot;
+        // Held again for the next round (after its current pull: up to fetchExpiresMs when it
+        // has caught up, so ask now rather than after the check).
+        const held = s.router.pause();
+        await Promise.all(others);
+        if (report !== null) await s.expectSnapshotMatches(report);
+        await held;
+      });
     } finally {
       await s.close();
     }
@@ -203,3 +243,24 @@ function sameList(a: readonly string[], b: readonly string[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
+/**
+ * `workers` workers that each store `chains` chains of `blocks` blocks from the root, with
+ * random hashes: a large index that never evicts (prefix-closed), on workers of its own.
+ */
+function bulkEvents(workers: number, chains: number, blocks: number): RouterEvent[] {
+  const rng = new Rng(77);
+  const out: RouterEvent[] = [];
+  for (let w = 0; w < workers; w++) {
+    const workerId = BASE_WORKER_ID + 1_000_000n + BigInt(w);
+    for (let c = 0; c < chains; c++) {
+      out.push({
+        workerId,
+        event: {
+          eventId: BigInt(c),
+          data: { type: 'stored', parentHash: null, blocks: Array.from({ length: blocks }, () => ({ blockHash: rng.u64(), tokensHash: rng.u64() })) },
+        },
+      });
+    }
+  }
+  return out;
+}
