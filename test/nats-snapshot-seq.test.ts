@@ -162,8 +162,8 @@ class Scene {
   }
 
   /**
-   * Publishes from event `from` on, 100 at a time, in the background until `stop()` or out of
-   * events. `stop()` waits for the publishes in flight and rethrows a publishing failure.
+   * Publishes from event `from` on, 100 at a time, in the background until `stopFeed()` or out
+   * of events. `stopFeed()` waits for the publishes in flight and rethrows a publishing failure.
    */
   feed(from: number): void {
     let stopped = false;
@@ -172,7 +172,7 @@ class Scene {
         await this.publish(at, Math.min(at + 100, this.events.length));
       }
     })();
-    running.catch(() => undefined); // reported by stop()
+    running.catch(() => undefined); // reported by stopFeed()
     this.stopFeed = async () => {
       stopped = true;
       await running;
