@@ -32,24 +32,38 @@ describe.skipIf(!installed)('NATS faults', () => {
   it('loses no event and applies none twice when nats-server is killed and restarted mid-stream', async () => {
     const stream = generateStream(21, 4000);
     const events = stream.ops.flatMap((op) => (op.kind === 'event' ? [op.event] : []));
+    const quarter = Math.floor(events.length / 4);
     const half = Math.floor(events.length / 2);
     // A short ack timeout: publishes sent just as the server comes back can go unanswered.
     const pub = await KvEventPublisher.connect({ namespace: 'faults', component: 'backend', servers: server.url, publishTimeoutMs: 1_000 });
     const ix = await ShardedIndexer.create({ shards: 0, blockSize: 4 });
     let sub: KvEventSubscriber | null = null;
     try {
-      const first = await pub.publishAll(events.slice(0, half), { msgIdPrefix: 'a' });
+      const head = await pub.publishAll(events.slice(0, quarter), { msgIdPrefix: 'a' });
       sub = await KvEventSubscriber.start({ indexer: ix, namespace: 'faults', component: 'backend', servers: server.url, batchMessages: 32 });
       const running = sub;
-      await poll(() => running.lastAppliedSeq >= first.lastSeq / 4);
-      await server.kill();
+      await running.waitForSeq(head.lastSeq);
+      // A backlog the router cannot have read: it is paused while the backlog is published.
+      await running.pause();
+      const backlog = await pub.publishAll(events.slice(quarter, half), { msgIdPrefix: 'b' });
+      const atPause = running.lastAppliedSeq;
+      expect(atPause).toBe(head.lastSeq);
+      // Kill the server right after the router commits its first pull of the backlog: waitForSeq
+      // resolves in the commit's own microtask chain, so no further delivery can be read (that
+      // takes I/O) before the kill below, and the ack of that pull is likely still unsent.
+      const progressed = running.waitForSeq(atPause + 1);
+      running.resume();
+      await progressed;
       const atKill = running.lastAppliedSeq;
+      await server.kill();
+      expect(atKill).toBeGreaterThan(atPause);
+      expect(atKill).toBeLessThanOrEqual(atPause + 32); // one pull of batchMessages
+      expect(atKill).toBeLessThan(backlog.lastSeq);
       await sleep(500);
       await server.restart();
-      const second = await retry(() => pub.publishAll(events.slice(half), { msgIdPrefix: 'b' }));
+      const second = await retry(() => pub.publishAll(events.slice(half), { msgIdPrefix: 'c' }));
       expect(second.lastSeq).toBe(events.length);
       await running.waitForSeq(second.lastSeq, 20_000);
-      expect(atKill).toBeLessThan(first.lastSeq);
       expect(running.stats()).toMatchObject({ applied: events.length, malformed: 0, missedSeqs: 0, lastAppliedSeq: events.length });
 
       const reference = new RadixTree();
@@ -78,8 +92,9 @@ describe.skipIf(!installed)('NATS faults', () => {
       const elapsed = Date.now() - started;
       expect(err).toMatchObject({ name: 'NatsError', code: NatsErrorCode.Unreachable });
       expect((err as Error).message).toContain(url);
+      // It retried for its budget rather than giving up at the first refusal. No upper bound:
+      // how long past the budget it takes depends on the machine's load, not on the code.
       expect(elapsed).toBeGreaterThanOrEqual(900);
-      expect(elapsed).toBeLessThan(5_000); // the 1 s budget, with room for a loaded machine
       await expect(KvEventPublisher.connect({ namespace: 'x', component: 'y', servers: url, connectTimeoutMs: 300 })).rejects.toMatchObject({
         code: NatsErrorCode.Unreachable,
       });
@@ -110,14 +125,6 @@ function sampleEvent(): RouterEvent {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
-}
-
-async function poll(cond: () => boolean): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error('condition not met within 10 s');
-    await sleep(2);
-  }
 }
 
 /** Retries `fn` (publishing while the client reconnects) for up to 10 s. */

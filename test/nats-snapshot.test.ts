@@ -1,8 +1,9 @@
 /**
  * Snapshots through a real nats-server: the cycle of Dynamo's `test_indexers_sync` (router 1
  * consumes and snapshots, the stream is purged, router 2 starts later from snapshot + stream,
- * both agree), the purge cap (an ack floor ahead of what this router applied must not purge
- * events its snapshot lacks), a Dynamo snapshot without `stream_seq`, and `resetStates`.
+ * both agree), what a restore does to a cache that is not prefix-closed, the purge cap (an ack
+ * floor ahead of what this router applied must not purge events its snapshot lacks), a Dynamo
+ * snapshot without `stream_seq`, and `resetStates`.
  */
 
 import { existsSync } from 'node:fs';
@@ -19,7 +20,7 @@ import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import { readWorkload } from '../src/trace/workload.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { dumpTuples, sortedScores } from './support/compare.js';
-import { generateStream } from './support/event-gen.js';
+import { prefixClosedEvents } from './support/prefix-closed-gen.js';
 import { NATS_SKIP_MESSAGE, natsServerInstalled, useNatsServer } from './support/nats-server.js';
 
 const installed = natsServerInstalled();
@@ -28,7 +29,10 @@ if (!installed) console.warn(NATS_SKIP_MESSAGE);
 const WORKLOAD = fileURLToPath(new URL('../../shared/workloads/synthetic.jsonl.gz', import.meta.url));
 const hasWorkload = existsSync(WORKLOAD);
 
-/** Events and lookups of the workload's first `lines` lines, or of a generated stream without it. */
+/**
+ * Events and lookups of the workload's first `lines` lines, or of a generated stream of `lines`
+ * operations without it. Both keep every worker's cache prefix-closed.
+ */
 async function workloadSlice(lines: number): Promise<{ events: RouterEvent[]; queries: BigUint64Array[]; source: string }> {
   const events: RouterEvent[] = [];
   const queries: BigUint64Array[] = [];
@@ -39,8 +43,12 @@ async function workloadSlice(lines: number): Promise<{ events: RouterEvent[]; qu
     }
     return { events, queries, source: 'synthetic.jsonl.gz' };
   }
-  const stream = generateStream(5, lines);
-  for (const op of stream.ops) if (op.kind === 'event') events.push(op.event);
+  // Prefix-closed, as the workload's engines are: a worker evicts only blocks it holds no child
+  // of. Otherwise a dumped block whose parent its worker dropped is re-rooted on restore (the
+  // case the re-rooting test below pins down), and router 2's scores would depend on where the
+  // snapshot fell in the stream.
+  const stream = prefixClosedEvents(5, lines);
+  events.push(...stream.events);
   for (const doc of stream.docs) for (let n = 1; n <= doc.length; n++) queries.push(BigUint64Array.from(doc.slice(0, n)));
   return { events, queries, source: 'generated' };
 }
@@ -92,6 +100,60 @@ describe.skipIf(!installed)('snapshots', () => {
       for (const q of queries) {
         expect(sortedScores(await ix2.findMatches(q))).toEqual(sortedScores(await ix1.findMatches(q)));
       }
+    } finally {
+      await r2?.close();
+      await r1.close();
+      await ix2?.close();
+      await ix1.close();
+    }
+  });
+
+  it('re-roots on restore the blocks a worker kept below a block it removed (the one inexact case)', async () => {
+    // Tokens hashes A..D are one path; W1 and W2 both store it, then W2 drops B alone. B stays
+    // (W1 holds it), so live W2 still sits on A, C and D. A dump cannot name W2's parent for C
+    // (W2 has no hash on B), so C and D are dumped with parent_hash null, and restoring them
+    // roots them: router 2 has W2 on a second path C, D from the root. shards: 0 so both
+    // workers share one tree (with shards, W2's shard would detach its emptied B with C and D).
+    const [A, B, C, D] = [0xa1n, 0xb2n, 0xc3n, 0xd4n];
+    const W1 = 0x694d99badb9f7c07n;
+    const W2 = 0x694d99badb9f7c08n;
+    const ev = (workerId: bigint, eventId: bigint, data: RouterEvent['event']['data']): RouterEvent => ({ workerId, event: { eventId, data } });
+    const blocks = (hashes: bigint[]): { blockHash: bigint; tokensHash: bigint }[] => hashes.map((h, i) => ({ blockHash: h, tokensHash: [A, B, C, D][i]! }));
+    const events = [
+      ev(W1, 0n, { type: 'stored', parentHash: null, blocks: blocks([1n, 2n, 3n, 4n]) }),
+      ev(W2, 0n, { type: 'stored', parentHash: null, blocks: blocks([71n, 72n, 73n, 74n]) }),
+      ev(W2, 1n, { type: 'removed', blockHashes: [72n] }),
+    ];
+    const names = kvNames('reroot', 'backend');
+    const pub = await KvEventPublisher.connect({ namespace: 'reroot', component: 'backend', connection: env.nc });
+    const ix1 = await ShardedIndexer.create({ shards: 0, blockSize: 64 });
+    const r1 = await KvEventSubscriber.start({ indexer: ix1, namespace: 'reroot', component: 'backend', connection: env.nc });
+    let ix2: ShardedIndexer | null = null;
+    let r2: KvEventSubscriber | null = null;
+    try {
+      const { lastSeq } = await pub.publishAll(events);
+      await r1.waitForSeq(lastSeq);
+      await ackedThrough(jsm, names.stream, r1.consumerName, lastSeq);
+      expect(await r1.snapshotNow()).toMatchObject({ streamSeq: lastSeq, events: 3 });
+      ix2 = await ShardedIndexer.create({ shards: 0, blockSize: 64 });
+      r2 = await KvEventSubscriber.start({ indexer: ix2, namespace: 'reroot', component: 'backend', connection: env.nc });
+      expect(r2.restored).toMatchObject({ outcome: 'restored', resumeAfter: lastSeq, events: 3 });
+
+      // Both dumps are the same: the orphaned chain C, D has parent_hash null in each.
+      const dumped = dumpTuples(await ix1.dumpEvents());
+      expect(dumped).toEqual([`${W1}/1/${A}/-`, `${W1}/2/${B}/1`, `${W1}/3/${C}/2`, `${W1}/4/${D}/3`, `${W2}/71/${A}/-`, `${W2}/73/${C}/-`, `${W2}/74/${D}/73`].sort());
+      expect(dumpTuples(await ix2.dumpEvents())).toEqual(dumped);
+
+      // The scores are not: on A, B, C, D W2 loses C and D; C, D from the root finds W2.
+      const live = async (q: bigint[]): Promise<[string, number][]> => sortedScores(await ix1.findMatches(q));
+      const restored = async (q: bigint[]): Promise<[string, number][]> => sortedScores(await ix2!.findMatches(q));
+      expect(await live([A, B, C, D])).toEqual([[`${W1}`, 4], [`${W2}`, 3]]);
+      expect(await restored([A, B, C, D])).toEqual([[`${W1}`, 4], [`${W2}`, 1]]);
+      expect(await live([C, D])).toEqual([]);
+      expect(await restored([C, D])).toEqual([[`${W2}`, 2]]);
+      // Where W2's cache is prefix-closed (A alone), nothing changed.
+      expect(await restored([A])).toEqual(await live([A]));
+      expect(await live([A])).toEqual([[`${W1}`, 1], [`${W2}`, 1]]);
     } finally {
       await r2?.close();
       await r1.close();
@@ -211,4 +273,13 @@ async function until(cond: () => Promise<boolean>): Promise<void> {
     if (Date.now() > deadline) throw new Error('condition not met within 10 s');
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/**
+ * Waits until `consumer` has acked through `seq` on the server. The subscriber acks without
+ * waiting for the server's reply, so right after `waitForSeq` the ack floor can still be behind,
+ * and a snapshot would find nothing to purge and be skipped.
+ */
+async function ackedThrough(jsm: JetStreamManager, stream: string, consumer: string, seq: number): Promise<void> {
+  await until(async () => (await jsm.consumers.info(stream, consumer)).ack_floor.stream_seq >= seq);
 }

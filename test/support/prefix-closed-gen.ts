@@ -88,3 +88,20 @@ export function prefixClosedStream(seed: number, ops: number): { ops: Op[]; docs
   }
   return { ops: out, docs };
 }
+
+/**
+ * The events of `prefixClosedStream(seed, ops)` as a publisher would send them: lookups are
+ * dropped and a worker removal becomes a Cleared event (the event stream has no removal, and
+ * dropping it would leave the worker holding blocks its later evictions do not know about,
+ * which breaks prefix closure). Event ids are renumbered 0, 1, 2, ...
+ */
+export function prefixClosedEvents(seed: number, ops: number): { events: RouterEvent[]; docs: bigint[][] } {
+  const stream = prefixClosedStream(seed, ops);
+  const events: RouterEvent[] = [];
+  for (const op of stream.ops) {
+    const eventId = BigInt(events.length);
+    if (op.kind === 'event') events.push({ workerId: op.event.workerId, event: { ...op.event.event, eventId } });
+    else if (op.kind === 'removeWorker') events.push({ workerId: op.workerId, event: { eventId, data: { type: 'cleared' } } });
+  }
+  return { events, docs: stream.docs };
+}
