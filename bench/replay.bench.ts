@@ -2,10 +2,13 @@
  * Offered-load sweep, as Dynamo's mooncake benchmark does it: the conversation trace is
  * simulated once into a script (per request: its lookup and the chosen worker's events, see
  * `src/trace/sim-script.ts`), then replayed open-loop against a fresh indexer with timestamps
- * compressed by increasing factors, in-thread (shards 0) and through 2 shard threads. At each
- * factor: offered vs achieved requests/s and block-ops/s, and lookup p50/p99: in-thread the
- * time of the call; with shard threads from issue to result, which includes waiting behind the
- * events already queued to the shards and the main thread's own work before it takes the reply.
+ * compressed by increasing factors, in-thread (shards 0) and through 2 shard threads, with and
+ * without read-your-writes. At each factor: offered vs achieved requests/s and block-ops/s, and
+ * lookup p50/p99: in-thread, and with shards without read-your-writes, the time of the call
+ * (lookups read the shards' trees on the calling thread and never wait); with read-your-writes
+ * from issue to result, which includes waiting until the shards applied the events queued before
+ * the lookup (often the previous request's, queued a moment earlier: the shard's wake-up) and
+ * the main thread's own work before it takes the result.
  * The knee is the last factor at which achieved throughput still tracks offered (>= 90 %).
  *
  * Each factor replays a window of the trace's end that lasts at most `windowS` seconds of wall
@@ -38,7 +41,7 @@ interface WindowResult {
   p99Us: number;
 }
 
-function row(shards: number, factor: number, r: WindowResult, keeps: boolean | null): Record<string, string | number | boolean> {
+function row(shards: string, factor: number, r: WindowResult, keeps: boolean | null): Record<string, string | number | boolean> {
   const paced = factor !== Infinity;
   return {
     shards,
@@ -63,8 +66,10 @@ function traceFile(shared: string): string {
 const opsOf = (s: ScriptStep): number => s.stored + s.removed + s.matched;
 
 /** Replays `steps[from..]` paced at `factor` (Infinity: unpaced) after applying the rest. */
-async function replayWindow(steps: readonly ScriptStep[], from: number, factor: number, shards: number): Promise<WindowResult> {
-  const ix = await ShardedIndexer.create({ shards, blockSize: 64 });
+async function replayWindow(
+  steps: readonly ScriptStep[], from: number, factor: number, shards: number, readYourWrites: boolean,
+): Promise<WindowResult> {
+  const ix = await ShardedIndexer.create({ shards, blockSize: 64, readYourWrites });
   try {
     for (let i = 0; i < from; i++) {
       for (const e of steps[i]!.events) ix.applyEvent(e);
@@ -90,6 +95,10 @@ async function replayWindow(steps: readonly ScriptStep[], from: number, factor: 
         // In-thread the lookup completes inside the call: time the call itself, before this
         // request's events are applied (a .then would run only after them).
         await ix.findMatches(step.local);
+        latencies[k] = (performance.now() - issued) * 1000;
+      } else if (!readYourWrites) {
+        // On the calling thread without waiting for the shards: the synchronous call, timed.
+        ix.findMatchesSync(step.local);
         latencies[k] = (performance.now() - issued) * 1000;
       } else {
         inFlight.push(
@@ -149,26 +158,27 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
 
   const rows: Array<Record<string, string | number | boolean>> = [];
   const knees: string[] = [];
-  for (const shards of [0, 2]) {
+  for (const [shards, readYourWrites] of [[0, true], [2, false], [2, true]] as const) {
     let knee: { factor: number; rps: number } | null = null;
     let misses = 0;
+    const series = shards === 0 ? '0' : `${shards}, readYourWrites ${readYourWrites}`;
     for (const factor of factors) {
-      const r = await replayWindow(steps, windowStart(steps, factor, windowS), factor, shards);
+      const r = await replayWindow(steps, windowStart(steps, factor, windowS), factor, shards, readYourWrites);
       const keeps = r.achievedRps >= KEEPS_UP * r.offeredRps;
-      rows.push(row(shards, factor, r, keeps));
+      rows.push(row(series, factor, r, keeps));
       process.stderr.write(`replay: shards ${shards} x${factor}: offered ${r.offeredRps.toFixed(0)} req/s, achieved ${r.achievedRps.toFixed(0)}\n`);
       if (keeps && misses === 0) knee = { factor, rps: r.achievedRps };
       if (!keeps) misses++;
       // Past the knee for two factors (or far past it): the rest only gets slower to run.
       if (misses >= 2 || r.achievedRps < 0.5 * r.offeredRps) break;
     }
-    const max = await replayWindow(steps, 0, Infinity, shards);
-    rows.push(row(shards, Infinity, max, null));
+    const max = await replayWindow(steps, 0, Infinity, shards, readYourWrites);
+    rows.push(row(series, Infinity, max, null));
     const cap = `capacity ${Math.round(max.achievedRps).toLocaleString('en-US')} req/s unpaced`;
     knees.push(
       knee === null
-        ? `shards ${shards}: no factor kept up (${cap})`
-        : `shards ${shards}: knee at ${knee.factor}x (${Math.round(knee.rps).toLocaleString('en-US')} req/s achieved; ${cap})`,
+        ? `shards ${series}: no factor kept up (${cap})`
+        : `shards ${series}: knee at ${knee.factor}x (${Math.round(knee.rps).toLocaleString('en-US')} req/s achieved; ${cap})`,
     );
   }
 
@@ -178,7 +188,10 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       `${(script.hitRate * 100).toFixed(1)} % chosen vs ${(script.oracleHitRate * 100).toFixed(1)} % oracle). Each factor ` +
       `replays the trace's last ${windowS} s of compressed time (after applying everything before it unpaced), ` +
       'open loop; "unpaced" replays the whole script as fast as possible. Block-ops = stored + removed blocks + ' +
-      `blocks matched by lookups. A factor keeps up when achieved >= ${KEEPS_UP * 100} % of offered requests/s.`,
+      `blocks matched by lookups. A factor keeps up when achieved >= ${KEEPS_UP * 100} % of offered requests/s. ` +
+      'With shards and `readYourWrites: false` lookups read the shards\' trees on the calling thread without waiting ' +
+      '(timed as the call); with the default, a lookup right after the previous request\'s events waits until the shards ' +
+      'applied them (timed from issue to result).',
     '',
     table(rows),
     '',

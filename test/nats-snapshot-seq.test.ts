@@ -19,7 +19,7 @@ import { downloadStableSnapshot, type SnapshotReport } from '../src/nats/snapsho
 import { KvEventSubscriber } from '../src/nats/subscriber.js';
 import { decodeSnapshot } from '../src/protocol/snapshot-reader.js';
 import type { RouterEvent } from '../src/protocol/types.js';
-import { ShardedIndexer } from '../src/shard/sharded-indexer.js';
+import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { dumpTuples } from './support/compare.js';
 import { BASE_WORKER_ID, Rng } from './support/event-gen.js';

@@ -27,6 +27,8 @@ export const H = {
   FAILED: 7,
   /** Worker slots handed out so far (readers size their score scratch on it). */
   SLOTS: 8,
+  /** Threads asleep waiting on `APPLIED`: the shard notifies only if there are any. */
+  APPLIED_WAITERS: 9,
 } as const;
 
 export const HEADER_WORDS = 16;

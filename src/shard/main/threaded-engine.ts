@@ -240,7 +240,11 @@ export class ThreadedEngine {
           if (!sleep) return false;
           throw new KvIndexError(ErrorCode.ShardFailed, `shard ${i}: did not apply its events within ${limitMs} ms`);
         }
-        if (sleep && now - started > CATCH_UP_SPIN_MS) Atomics.wait(r.header, H.APPLIED, applied, 10);
+        if (sleep && now - started > CATCH_UP_SPIN_MS) {
+          Atomics.add(r.header, H.APPLIED_WAITERS, 1);
+          Atomics.wait(r.header, H.APPLIED, applied, 10);
+          Atomics.sub(r.header, H.APPLIED_WAITERS, 1);
+        }
       }
     }
     return true;

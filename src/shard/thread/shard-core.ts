@@ -111,7 +111,7 @@ export class ShardCore {
       return;
     }
     Atomics.add(this.header, H.APPLIED, events);
-    Atomics.notify(this.header, H.APPLIED);
+    if (Atomics.load(this.header, H.APPLIED_WAITERS) > 0) Atomics.notify(this.header, H.APPLIED);
     this.malformed += malformed;
     if (back) {
       // Back to be refilled: a fresh buffer per batch costs the main thread zeroing and
