@@ -202,6 +202,7 @@ export function computeBlockHashes(
   if (!isWords && !Array.isArray(tokens)) {
     throw new KvIndexError(ErrorCode.InvalidField, 'tokens must be a Uint32Array or an array of numbers');
   }
+  // The seed before the tokens are staged: a LoRA name's first use hashes it where they go.
   const seed = options === undefined ? DEFAULT_SEED : seedOf(options);
   const mm = options === undefined ? null : mmHashesOf(options);
   const blocks = Math.floor(tokens.length / blockSize);
