@@ -15,7 +15,7 @@ type Suite = (opts: SuiteOptions) => Promise<SuiteResult>;
 const SUITES: Array<[string, () => Promise<Suite>]> = [
   ['hash', async () => {
     const m = await import('./hash.bench.js');
-    return async (o) => ({ title: 'Hashing: tokens -> block hashes', ...(await m.runHashBench({ quick: o.quick })) });
+    return async (o) => ({ title: 'Hashing: tokens -> block hashes', ...(await m.runHashBench(o)) });
   }],
   ['json', async () => {
     const m = await import('./json.bench.js');

@@ -30,6 +30,7 @@ export type {
 } from './protocol/types.js';
 export type { ErrorCode as ErrorCodeValue } from './errors.js';
 export type { RecorderLine } from './protocol/json-parse.js';
+export type { BlockHashOptions, BlockMmHashes } from './hash/block-hash.js';
 export type { JsonValue, JsonObject } from './protocol/json-value.js';
 export type { SnapshotWriter } from './protocol/snapshot-writer.js';
 export type { RadixTreeOptions } from './tree/radix-tree.js';

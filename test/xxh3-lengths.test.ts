@@ -5,8 +5,10 @@ import { hashBytes } from '../src/hash/block-hash.js';
 import { xxh3Into, xxh3PairInto, xxh3Seed, xxh3WordBatchInto } from '../src/hash/xxh3.js';
 import { xxh3Reference } from './support/xxh3-reference.js';
 
-// The fast XXH3-64 against an independent bigint transcription of the specification, for every
-// length class boundary and every tail length, then a sample against native libxxhash.
+// Both fast XXH3-64s, the JavaScript one (src/hash/xxh3.ts, the reference) and the WebAssembly
+// one (src/hash/wasm, behind `hashBytes`), against an independent bigint transcription of the
+// specification, for every length class boundary and every tail length, then a sample against
+// native libxxhash.
 
 const SEEDS = [0n, 1337n, 0xfedc_ba98_7654_3210n]; // the last one > 2^53 and > 2^63
 const LONG_LENGTHS = [4095, 4096, 4097, 5000, 65_536];
@@ -32,33 +34,53 @@ function hashAt(bytes: Uint8Array, offset: number, length: number, seed: bigint)
   return (BigInt(out[1]!) << 32n) | BigInt(out[0]!);
 }
 
+/** The JavaScript xxh3 through its byte-range API. */
+function hashJs(bytes: Uint8Array, seed: bigint): bigint {
+  return hashAt(bytes, 0, bytes.length, seed);
+}
+
+const IMPLEMENTATIONS: ReadonlyArray<{ name: string; hash: (bytes: Uint8Array, seed: bigint) => bigint }> = [
+  { name: 'JavaScript xxh3', hash: hashJs },
+  { name: 'WebAssembly xxh3 (hashBytes)', hash: hashBytes },
+];
+
 function hex(x: bigint): string {
   return `0x${x.toString(16).padStart(16, '0')}`;
 }
 
-describe('xxh3 against the bigint reference', () => {
-  it('matches for every length 0..2048 with seeds 0, 1337 and 0xfedcba9876543210', () => {
-    const mismatches: string[] = [];
-    for (const seed of SEEDS) {
-      for (let length = 0; length <= 2048; length++) {
-        const input = DATA.subarray(0, length);
-        const expected = xxh3Reference(input, seed);
-        const actual = hashBytes(input, seed);
-        if (actual !== expected) mismatches.push(`seed ${seed} length ${length}: ${hex(actual)} != ${hex(expected)}`);
+for (const impl of IMPLEMENTATIONS) {
+  describe(`${impl.name} against the bigint reference`, () => {
+    it('matches for every length 0..2048 with seeds 0, 1337 and 0xfedcba9876543210', () => {
+      const mismatches: string[] = [];
+      for (const seed of SEEDS) {
+        for (let length = 0; length <= 2048; length++) {
+          const input = DATA.subarray(0, length);
+          const expected = xxh3Reference(input, seed);
+          const actual = impl.hash(input, seed);
+          if (actual !== expected) mismatches.push(`seed ${seed} length ${length}: ${hex(actual)} != ${hex(expected)}`);
+        }
       }
-    }
-    expect(mismatches).toEqual([]);
-  });
+      expect(mismatches).toEqual([]);
+    });
 
-  it('matches for multi-block long inputs', () => {
-    for (const seed of SEEDS) {
-      for (const length of LONG_LENGTHS) {
-        const input = DATA.subarray(0, length);
-        expect(hex(hashBytes(input, seed)), `seed ${seed} length ${length}`).toBe(hex(xxh3Reference(input, seed)));
+    it('matches for multi-block long inputs', () => {
+      for (const seed of SEEDS) {
+        for (const length of LONG_LENGTHS) {
+          const input = DATA.subarray(0, length);
+          expect(hex(impl.hash(input, seed)), `seed ${seed} length ${length}`).toBe(hex(xxh3Reference(input, seed)));
+        }
       }
-    }
-  });
+    });
 
+    it('accepts the largest u64 seed', () => {
+      const seed = (1n << 64n) - 1n;
+      expect(impl.hash(DATA.subarray(0, 100), seed)).toBe(xxh3Reference(DATA.subarray(0, 100), seed));
+      expect(impl.hash(DATA.subarray(0, 1000), seed)).toBe(xxh3Reference(DATA.subarray(0, 1000), seed));
+    });
+  });
+}
+
+describe('JavaScript xxh3 entry points', () => {
   it('hashes a range at any byte offset of a larger array', () => {
     const mismatches: string[] = [];
     for (const offset of [1, 2, 3, 5]) {
@@ -103,12 +125,8 @@ describe('xxh3 argument checks', () => {
   it('rejects seeds outside u64', () => {
     for (const seed of [-1n, 1n << 64n]) {
       expect(() => xxh3Seed(seed)).toThrow(expect.objectContaining({ code: ErrorCode.InvalidOption }));
+      expect(() => hashBytes(DATA.subarray(0, 4), seed)).toThrow(expect.objectContaining({ code: ErrorCode.InvalidOption }));
     }
-  });
-
-  it('accepts the largest u64 seed', () => {
-    const seed = (1n << 64n) - 1n;
-    expect(hashBytes(DATA.subarray(0, 100), seed)).toBe(xxh3Reference(DATA.subarray(0, 100), seed));
   });
 
   it('rejects a byte range outside the input', () => {
@@ -142,16 +160,18 @@ async function loadNative(): Promise<NativeXxh3 | null> {
 
 const native = await loadNative();
 
-describe('xxh3 against @node-rs/xxhash (native libxxhash)', () => {
-  it.skipIf(native === null)('matches on every length 0..300 and a sample of longer lengths', () => {
-    const lengths = [...Array.from({ length: 301 }, (_, i) => i), 511, 512, 1023, 1024, 1025, 2049, ...LONG_LENGTHS];
-    const mismatches: string[] = [];
-    for (const seed of [...SEEDS, (1n << 64n) - 1n]) {
-      for (const length of lengths) {
-        const input = DATA.subarray(3, 3 + length);
-        if (hashBytes(input, seed) !== native!(input, seed)) mismatches.push(`seed ${seed} length ${length}`);
+for (const impl of IMPLEMENTATIONS) {
+  describe(`${impl.name} against @node-rs/xxhash (native libxxhash)`, () => {
+    it.skipIf(native === null)('matches on every length 0..300 and a sample of longer lengths', () => {
+      const lengths = [...Array.from({ length: 301 }, (_, i) => i), 511, 512, 1023, 1024, 1025, 2049, ...LONG_LENGTHS];
+      const mismatches: string[] = [];
+      for (const seed of [...SEEDS, (1n << 64n) - 1n]) {
+        for (const length of lengths) {
+          const input = DATA.subarray(3, 3 + length);
+          if (impl.hash(input, seed) !== native!(input, seed)) mismatches.push(`seed ${seed} length ${length}`);
+        }
       }
-    }
-    expect(mismatches).toEqual([]);
+      expect(mismatches).toEqual([]);
+    });
   });
-});
+}

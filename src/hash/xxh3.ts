@@ -1,8 +1,11 @@
 /**
  * XXH3-64 with a 64-bit seed, in plain JavaScript number arithmetic.
  *
- * This is the hash Dynamo uses for KV blocks (`xxh3_64_with_seed`, seed 1337), so it runs on
- * every request on the router's main thread. It is shaped for that:
+ * This is the hash Dynamo uses for KV blocks (`xxh3_64_with_seed`, seed 1337). The product
+ * hashes in WebAssembly (wasm-xxh3.ts, ~10x faster per block); this file is the reference the
+ * tests compare the WebAssembly module with, and the JavaScript baseline of the hash benchmark.
+ * It was the product's hasher, on every request on the router's main thread, and is shaped
+ * for that:
  * - every 64-bit value is a pair of u32 halves (`lo`, `hi`). Products are built from 16-bit
  *   limbs, so every partial product is below 2^32 and every weighted sum of them below 2^53:
  *   exact in a double, reduced with `>>> 0`. No `bigint` outside seed set-up (a bigint op

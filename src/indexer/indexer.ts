@@ -9,6 +9,7 @@
  * from one ordered outbox per shard (src/shard/main/outbox.ts).
  */
 import type { KvIndexError } from '../errors.js';
+import type { BlockHashOptions } from '../hash/block-hash.js';
 import type { OverlapScores, RouterEvent, SnapshotEncoding } from '../protocol/types.js';
 import type { ShardStats } from '../shard/wire/messages.js';
 import type { MatchResult } from '../tree/match-result.js';
@@ -47,8 +48,8 @@ export interface Engine {
 export interface Indexer extends Engine {
   readonly shardCount: number;
   applyEvents(events: Iterable<RouterEvent>): void;
-  findMatchesForTokens(tokens: Uint32Array | readonly number[]): Promise<OverlapScores>;
-  findMatchesForTokensSync(tokens: Uint32Array | readonly number[]): OverlapScores;
+  findMatchesForTokens(tokens: Uint32Array | readonly number[], options?: BlockHashOptions): Promise<OverlapScores>;
+  findMatchesForTokensSync(tokens: Uint32Array | readonly number[], options?: BlockHashOptions): OverlapScores;
   restore(events: Iterable<RouterEvent> | AsyncIterable<RouterEvent>): Promise<void>;
   drained(): Promise<void>;
 }

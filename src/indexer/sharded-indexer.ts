@@ -14,7 +14,7 @@
  */
 import { EventEmitter } from 'node:events';
 import { ErrorCode, KvIndexError } from '../errors.js';
-import { computeBlockHashes } from '../hash/block-hash.js';
+import { computeBlockHashes, type BlockHashOptions } from '../hash/block-hash.js';
 import type { OverlapScores, RouterEvent, SnapshotEncoding } from '../protocol/types.js';
 import { ThreadedEngine, type EngineReport } from '../shard/main/threaded-engine.js';
 import type { ShardThreadSpec } from '../shard/main/thread-shard.js';
@@ -165,9 +165,12 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
     return this.#engine.findMatches(hashes);
   }
 
-  /** Hashes the tokens on this thread (full blocks only), then `findMatches`. */
-  findMatchesForTokens(tokens: Uint32Array | readonly number[]): Promise<OverlapScores> {
-    return this.#engine.findMatches(computeBlockHashes(tokens, this.#blockSize));
+  /**
+   * Hashes the tokens on this thread (full blocks only; `options`: the request's LoRA adapter
+   * and multimodal hashes, as `computeBlockHashes`), then `findMatches`.
+   */
+  findMatchesForTokens(tokens: Uint32Array | readonly number[], options?: BlockHashOptions): Promise<OverlapScores> {
+    return this.#engine.findMatches(computeBlockHashes(tokens, this.#blockSize, options));
   }
 
   /**
@@ -188,8 +191,8 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
   }
 
   /** `findMatchesForTokens`, synchronously, on the calling thread. */
-  findMatchesForTokensSync(tokens: Uint32Array | readonly number[]): OverlapScores {
-    return this.#engine.findMatchesSync(computeBlockHashes(tokens, this.#blockSize));
+  findMatchesForTokensSync(tokens: Uint32Array | readonly number[], options?: BlockHashOptions): OverlapScores {
+    return this.#engine.findMatchesSync(computeBlockHashes(tokens, this.#blockSize, options));
   }
 
   /** Drops the worker everywhere; a returning worker is assigned a shard afresh. */

@@ -15,6 +15,6 @@ export { NatsError, NatsErrorCode } from './errors.js';
 // Types
 export type { KvEventSubscriberOptions, SubscriberStats } from './subscriber-options.js';
 export type { KvEventPublisherOptions, PublishOptions } from './publisher.js';
-export type { FindRequest, QueryServiceOptions, RemoteScores } from './query.js';
+export type { FindQuery, FindRequest, QueryServiceOptions, RemoteScores } from './query.js';
 export type { KvNames } from './names.js';
 export type { NatsConnectOptions } from './connect.js';

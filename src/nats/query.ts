@@ -13,6 +13,12 @@
  *   {"hashes":["14643705804678351452",4945711292740353085]}
  *                                 the LocalBlockHash sequence; each u64 as a decimal string or
  *                                 a JSON integer (read losslessly, never through JSON.parse)
+ * With "tokens", Dynamo's block identity options (`computeBlockHashes`'s `BlockHashOptions`):
+ *   "lora_name":"sql-lora"        the LoRA adapter (string or null; "" is the base model)
+ *   "block_mm_hashes":[null,["5764607523034234880",42]]
+ *                                 per block, the mm_hash (u64, as "hashes") of each multimodal
+ *                                 object in it; null or [] for a block without any
+ * With "hashes" they are an error: the hashes already carry the identity.
  * Other keys are ignored.
  *
  * Reply:
@@ -30,13 +36,16 @@
 import type { Msg, NatsConnection, Subscription } from 'nats';
 import type { Logger } from 'pino';
 import { KvIndexError } from '../errors.js';
+import type { BlockHashOptions } from '../hash/block-hash.js';
 import { parseJsonLossless, type JsonObject, type JsonValue } from '../protocol/json-value.js';
 import { U64_MAX, type OverlapScores } from '../protocol/types.js';
 import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
 import { NatsError, NatsErrorCode, reason } from './errors.js';
 
 /** A parsed findMatches request. */
-export type FindRequest = { tokens: Uint32Array } | { hashes: BigUint64Array };
+export type FindRequest =
+  | { tokens: Uint32Array; loraName: string | null; blockMmHashes: Array<BigUint64Array | null> | null }
+  | { hashes: BigUint64Array };
 
 export interface QueryServiceOptions {
   /** Queue group; null to have every instance answer. Default 'kvindex'. */
@@ -52,6 +61,31 @@ function bad(message: string): never {
   throw new NatsError(NatsErrorCode.BadQuery, message);
 }
 
+/** A u64 given as a JSON integer (a bigint from the lossless parser) or a decimal string. */
+function u64Of(value: JsonValue | undefined, label: string): bigint {
+  let v: bigint | null = null;
+  if (typeof value === 'bigint') v = value;
+  else if (typeof value === 'string' && /^[0-9]{1,20}$/.test(value)) v = BigInt(value);
+  if (v === null || v < 0n || v > U64_MAX) bad(`${label}: expected a u64 as a decimal string or integer, got ${JSON.stringify(String(value))}`);
+  return v;
+}
+
+function u64ArrayOf(value: JsonValue[], label: string): BigUint64Array {
+  const out = new BigUint64Array(value.length);
+  for (let i = 0; i < value.length; i++) out[i] = u64Of(value[i], `${label}[${i}]`);
+  return out;
+}
+
+function blockMmHashesOf(value: JsonValue | undefined): Array<BigUint64Array | null> | null {
+  if (value === undefined || value === null) return null;
+  if (!Array.isArray(value)) bad('block_mm_hashes: expected an array (one entry per block) or null');
+  return value.map((entry, i) => {
+    if (entry === null) return null;
+    if (!Array.isArray(entry)) bad(`block_mm_hashes[${i}]: expected an array of u64 or null`);
+    return u64ArrayOf(entry, `block_mm_hashes[${i}]`);
+  });
+}
+
 /** Parses a request body; throws `NatsError` `KVX_NATS_BAD_QUERY` naming the bad field. */
 export function parseFindRequest(body: Uint8Array | string): FindRequest {
   let value: JsonValue;
@@ -65,6 +99,8 @@ export function parseFindRequest(body: Uint8Array | string): FindRequest {
   const tokens = obj['tokens'];
   const hashes = obj['hashes'];
   if ((tokens === undefined) === (hashes === undefined)) bad('request: expected exactly one of "tokens" and "hashes"');
+  const loraName = obj['lora_name'];
+  const mm = obj['block_mm_hashes'];
   if (tokens !== undefined) {
     if (!Array.isArray(tokens)) bad('tokens: expected an array');
     const out = new Uint32Array(tokens.length);
@@ -73,19 +109,16 @@ export function parseFindRequest(body: Uint8Array | string): FindRequest {
       if (typeof t !== 'bigint' || t < 0n || t > 0xffff_ffffn) bad(`tokens[${i}]: expected an integer in [0, 2^32-1], got ${String(t)}`);
       out[i] = Number(t);
     }
-    return { tokens: out };
+    if (loraName !== undefined && loraName !== null && typeof loraName !== 'string') {
+      bad(`lora_name: expected a string or null, got ${JSON.stringify(String(loraName))}`);
+    }
+    return { tokens: out, loraName: loraName ?? null, blockMmHashes: blockMmHashesOf(mm) };
+  }
+  if ((loraName !== undefined && loraName !== null) || (mm !== undefined && mm !== null)) {
+    bad('lora_name, block_mm_hashes: only with "tokens" (block hashes already carry the block identity)');
   }
   if (!Array.isArray(hashes)) bad('hashes: expected an array');
-  const out = new BigUint64Array(hashes.length);
-  for (let i = 0; i < hashes.length; i++) {
-    const h = hashes[i];
-    let v: bigint | null = null;
-    if (typeof h === 'bigint') v = h;
-    else if (typeof h === 'string' && /^[0-9]{1,20}$/.test(h)) v = BigInt(h);
-    if (v === null || v < 0n || v > U64_MAX) bad(`hashes[${i}]: expected a u64 as a decimal string or integer, got ${JSON.stringify(String(h))}`);
-    out[i] = v;
-  }
-  return { hashes: out };
+  return { hashes: u64ArrayOf(hashes, 'hashes') };
 }
 
 /** The reply body for scores (worker ids as decimal-string keys). */
@@ -130,7 +163,7 @@ export class KvQueryService {
         // the lookup reaches the shards (FIFO per shard), so the scores reflect at least it.
         // Read after, a commit landing during the lookup would claim events the scores lack.
         const seq = applied === null ? null : applied();
-        const scores = 'tokens' in req ? await indexer.findMatchesForTokens(req.tokens) : await indexer.findMatches(req.hashes);
+        const scores = 'tokens' in req ? await indexer.findMatchesForTokens(req.tokens, req) : await indexer.findMatches(req.hashes);
         reply = formatFindReply(scores, seq);
         if (service !== null) service.served++;
       } catch (err) {
@@ -171,6 +204,26 @@ export interface RemoteScores extends OverlapScores {
   streamSeq: number | null;
 }
 
+/** What `requestFindMatches` asks: tokens (with the block identity options) or block hashes. */
+export type FindQuery =
+  | ({ tokens: ArrayLike<number> } & Pick<BlockHashOptions, 'loraName'> & {
+      blockMmHashes?: ReadonlyArray<ArrayLike<bigint> | null | undefined> | null | undefined;
+    })
+  | { hashes: ArrayLike<bigint> };
+
+/** The request body for `query`, every u64 as a decimal string. */
+export function formatFindRequest(query: FindQuery): string {
+  if (!('tokens' in query)) return `{"hashes":[${Array.from(query.hashes, (h) => `"${h.toString()}"`).join(',')}]}`;
+  let body = `{"tokens":[${Array.from(query.tokens).join(',')}]`;
+  if (query.loraName !== undefined && query.loraName !== null) body += `,"lora_name":${JSON.stringify(query.loraName)}`;
+  const mm = query.blockMmHashes;
+  if (mm !== undefined && mm !== null) {
+    const entries = Array.from(mm, (e) => (e === undefined || e === null ? 'null' : `[${Array.from(e, (h) => `"${h.toString()}"`).join(',')}]`));
+    body += `,"block_mm_hashes":[${entries.join(',')}]`;
+  }
+  return body + '}';
+}
+
 /**
  * Sends a findMatches request and parses the reply. Throws `NatsError` `KVX_NATS_BAD_QUERY`
  * for an error reply, `KVX_NATS_REQUEST_FAILED` when no service answers within `timeoutMs`.
@@ -178,13 +231,10 @@ export interface RemoteScores extends OverlapScores {
 export async function requestFindMatches(
   nc: NatsConnection,
   subject: string,
-  query: { tokens: ArrayLike<number> } | { hashes: ArrayLike<bigint> },
+  query: FindQuery,
   timeoutMs = 5_000,
 ): Promise<RemoteScores> {
-  const body =
-    'tokens' in query
-      ? `{"tokens":[${Array.from(query.tokens).join(',')}]}`
-      : `{"hashes":[${Array.from(query.hashes, (h) => `"${h.toString()}"`).join(',')}]}`;
+  const body = formatFindRequest(query);
   let m: Msg;
   try {
     m = await nc.request(subject, encoder.encode(body), { timeout: timeoutMs });
