@@ -59,8 +59,13 @@ describe('ShardedIndexer ordering', () => {
 });
 
 describe('ShardedIndexer lookup replies', () => {
-  it('merges replies too large for the shared reply board through the ports', async () => {
-    const ix = await make(2);
+  // Lookups read the shards' trees on the calling thread; with `expirationMs` (the frequency
+  // trail is recorded in the shards) they go through the shards: the reply board, or the ports
+  // when a lookup does not fit it. Both ways are covered.
+  const THROUGH_SHARDS = { expirationMs: 1e12 };
+
+  it.each([['on the calling thread', {}], ['through the shards', THROUGH_SHARDS]])('merges replies of hundreds of workers per shard (%s: too large for the reply board, so through the ports)', async (_how, extra) => {
+    const ix = await make(2, extra);
     const many = 700; // 350 workers per shard: more than a reply-board region holds
     for (let w = 0n; w < BigInt(many); w++) ix.applyEvent(chain(W1 + w, 1 + Number(w % 3n), w));
     const { scores } = await ix.findMatches(toks(3));
@@ -69,8 +74,8 @@ describe('ShardedIndexer lookup replies', () => {
     expect(scores.get(W1 + 3n)).toBe(1);
   });
 
-  it('answers lookups longer than a request region through the ports, and concurrent ones each from their own slot', async () => {
-    const ix = await make(2);
+  it.each([['on the calling thread', {}], ['through the shards', THROUGH_SHARDS]])('answers lookups longer than a request region, and concurrent ones (%s: through the ports, and each from its own board slot)', async (_how, extra) => {
+    const ix = await make(2, extra);
     ix.applyEvent(chain(W1, 6000));
     ix.applyEvent(chain(W2, 2, 1n));
     const long = await ix.findMatches(toks(6000)); // 4,096 hashes fit a request region
