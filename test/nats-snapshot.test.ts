@@ -24,6 +24,7 @@ import { prefixClosedEvents } from './support/prefix-closed-gen.js';
 import { NATS_SKIP_MESSAGE, natsServerInstalled, useNatsServer } from './support/nats-server.js';
 
 const installed = natsServerInstalled();
+const LIVENESS_MS = 60_000;
 if (!installed) console.warn(NATS_SKIP_MESSAGE);
 
 const WORKLOAD = fileURLToPath(new URL('../../shared/workloads/synthetic.jsonl.gz', import.meta.url));
@@ -80,10 +81,12 @@ describe.skipIf(!installed)('snapshots', () => {
     try {
       expect(r1.restored.outcome).toBe('none');
       const first = await pub.publishAll(events.slice(0, cut));
-      await r1.waitForSeq(first.lastSeq);
+      // A liveness bound, not a speed check: a 2-core machine shared with other heavy work once
+      // took over 10 s (the default) here, while the router retried JetStream requests.
+      await r1.waitForSeq(first.lastSeq, LIVENESS_MS);
       await until(async () => r1.stats().snapshots >= 1 && (await jsm.streams.info(names.stream)).state.first_seq > 1);
       const second = await pub.publishAll(events.slice(cut));
-      await r1.waitForSeq(second.lastSeq);
+      await r1.waitForSeq(second.lastSeq, LIVENESS_MS);
       const purgedTo = (await jsm.streams.info(names.stream)).state.first_seq - 1;
       expect(purgedTo).toBeGreaterThan(0);
 
@@ -93,7 +96,7 @@ describe.skipIf(!installed)('snapshots', () => {
       expect(r2.restored.events).toBeGreaterThan(0);
       // The snapshot covers at least what was purged, so router 2 needs nothing that is gone.
       expect(r2.restored.resumeAfter).toBeGreaterThanOrEqual(purgedTo);
-      await r2.waitForSeq(second.lastSeq);
+      await r2.waitForSeq(second.lastSeq, LIVENESS_MS);
       expect(r2.stats().missedSeqs).toBe(0);
 
       expect(dumpTuples(await ix2.dumpEvents())).toEqual(dumpTuples(await ix1.dumpEvents()));
