@@ -12,22 +12,13 @@ import {
   writeU64sPortable,
 } from '../src/hash/wasm-xxh3.js';
 import { xxh3Into, xxh3PairInto, xxh3Seed, xxh3WordBatchInto } from '../src/hash/xxh3.js';
+import { loadNativeXxh3 } from './support/native-xxh3.js';
 
 // The WebAssembly block hashing against the JavaScript xxh3 (the reference) and native
 // libxxhash (@node-rs/xxhash) on random prompts: random lengths, block sizes 1-256 and seeds
 // (through random LoRA names, whose seeds cover the whole u64 range), random multimodal hashes.
 
-type NativeXxh3 = (input: Uint8Array, seed: bigint) => bigint;
-
-async function loadNative(): Promise<NativeXxh3 | null> {
-  try {
-    return (await import('@node-rs/xxhash')).xxh3.xxh64;
-  } catch {
-    return null;
-  }
-}
-
-const native = await loadNative();
+const native = await loadNativeXxh3();
 const U64_MAX = (1n << 64n) - 1n;
 
 /** Deterministic xorshift32 stream; the case number in failures makes a case reproducible. */

@@ -4,6 +4,7 @@ import { ErrorCode } from '../src/errors.js';
 import { hashBytes } from '../src/hash/block-hash.js';
 import { xxh3Into, xxh3PairInto, xxh3Seed, xxh3WordBatchInto } from '../src/hash/xxh3.js';
 import { xxh3Reference } from './support/xxh3-reference.js';
+import { loadNativeXxh3 } from './support/native-xxh3.js';
 
 // Both fast XXH3-64s, the JavaScript one (src/hash/xxh3.ts, the reference) and the WebAssembly
 // one (src/hash/wasm, behind `hashBytes`), against an independent bigint transcription of the
@@ -148,17 +149,7 @@ describe('xxh3 argument checks', () => {
   });
 });
 
-type NativeXxh3 = (input: Uint8Array, seed: bigint) => bigint;
-
-async function loadNative(): Promise<NativeXxh3 | null> {
-  try {
-    return (await import('@node-rs/xxhash')).xxh3.xxh64;
-  } catch {
-    return null;
-  }
-}
-
-const native = await loadNative();
+const native = await loadNativeXxh3();
 
 for (const impl of IMPLEMENTATIONS) {
   describe(`${impl.name} against @node-rs/xxhash (native libxxhash)`, () => {
