@@ -214,10 +214,12 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       }
     }
     await ix.close();
+    if (shards === 0) {
+      sameBase = median(times[0]!);
+      freshBase = median(times[1]!);
+    }
     for (const [k, [how]] of variants.entries()) {
       const ms = median(times[k]!);
-      if (shards === 0 && k === 0) sameBase = ms;
-      if (shards === 0 && k === 1) freshBase = ms;
       const sameAs0 = shards === 0 ? (k === 0 ? 1 : '-') : Math.round((ms / sameBase) * 100) / 100;
       dumpRows.push({
         shards, 'memory policy': how, pairs, 'ms (median)': r1(ms),
