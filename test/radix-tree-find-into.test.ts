@@ -1,9 +1,10 @@
 /**
- * `RadixTree.findMatchesInto` (the allocation-free lookup) gives exactly `findMatches`' scores
- * on random event streams, in-thread and on a tree keeping its lookup arrays in shared memory
+ * `RadixTree.findMatchesInto` (the allocation-free lookup) and `findMatches` give exactly the
+ * Map-based model's scores on random event streams, in-thread and on a tree keeping its lookup arrays in shared memory
  * that starts tiny (so every array grows and the edge table is rebuilt in its spare buffer).
  */
 import { describe, expect, it } from 'vitest';
+import { MapRadixTree } from '../bench/reference/map-radix-tree.js';
 import { createMatchResult, type MatchResult } from '../src/tree/match-result.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { sortedScores } from './support/compare.js';
@@ -25,7 +26,7 @@ describe('RadixTree.findMatchesInto', () => {
     for (let seed = 1; seed <= 30; seed++) {
       const stream = generateStream(seed, 800);
       const tree = new RadixTree(options);
-      const plain = new RadixTree();
+      const plain = new MapRadixTree(); // the Map-based model: scores by definition
       for (const op of stream.ops) {
         if (op.kind === 'event') {
           expect(tree.applyEvent(op.event)).toBe(plain.applyEvent(op.event));

@@ -16,6 +16,7 @@
  */
 
 import { LOCAL_STORE, type ArrayStore } from './array-store.js';
+import { PairIndex } from './pair-index.js';
 
 /** Integer id of a node; 0 is the root. */
 export type NodeId = number & { readonly __brand: 'NodeId' };
@@ -55,6 +56,20 @@ export class NodeStore {
   pHi: Uint32Array;
   pNext: Int32Array;
   pPrev: Int32Array;
+  /**
+   * At the head of a node's overflow list: its workers' count and the XOR of their slot keys
+   * (a 64-bit fingerprint of the set), maintained in O(1) per add or remove, so that a lookup
+   * can tell in O(1) that a node holds exactly the workers of its parent (walk.ts).
+   */
+  pCnt: Int32Array;
+  pFpLo: Uint32Array;
+  pFpHi: Uint32Array;
+  /** Random 64-bit key per worker slot (the fingerprints' terms), as halves. */
+  keyLo: Uint32Array;
+  keyHi: Uint32Array;
+  private keySeed = 0x9e3779b9;
+  /** (node, slot) -> overflow pair: membership without walking the list. */
+  readonly pairs: PairIndex;
   private pairCap: number;
   private pairTop = 0;
   private freePair = NONE; // free list threaded through `pNext`
@@ -84,11 +99,37 @@ export class NodeStore {
     this.pHi = L.uint32(pairs);
     this.pNext = store.int32(pairs, 0);
     this.pPrev = L.int32(pairs, 0);
+    this.pCnt = store.int32(pairs, 0);
+    this.pFpLo = store.uint32(pairs);
+    this.pFpHi = store.uint32(pairs);
+    this.keyLo = store.uint32(16);
+    this.keyHi = store.uint32(16);
+    this.pairs = new PairIndex(this);
+  }
+
+  /** Draws the random key of a worker slot (xorshift32; any fixed sequence of distinct draws does). */
+  setSlotKey(slot: number): void {
+    if (slot >= this.keyLo.length) {
+      const cap = Math.max(slot + 1, this.keyLo.length * 2);
+      this.keyLo = this.store.growUint32(this.keyLo, cap);
+      this.keyHi = this.store.growUint32(this.keyHi, cap);
+    }
+    this.keyLo[slot] = this.draw();
+    this.keyHi[slot] = this.draw();
+  }
+
+  private draw(): number {
+    let x = this.keySeed;
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    this.keySeed = x >>> 0;
+    return this.keySeed;
   }
 
   /** Bytes held by the typed arrays (capacity, not just live entries). */
   get bytes(): number {
-    return this.nodeCap * 36 + this.pairCap * 24;
+    return this.nodeCap * 36 + this.pairCap * 36 + this.pairs.bytes + this.keyLo.length * 8;
   }
 
   /** A fresh node under `parent` keyed by the tokens hash; linked as its parent's first child. */
@@ -156,17 +197,38 @@ export class NodeStore {
     const head = this.head(node);
     this.pNext[p] = head;
     this.pPrev[p] = NONE;
-    if (head !== NONE) this.pPrev[head] = p;
+    if (head !== NONE) {
+      this.pPrev[head] = p;
+      this.pCnt[p] = this.pCnt[head]! + 1;
+      this.pFpLo[p] = this.pFpLo[head]! ^ this.keyLo[worker]!;
+      this.pFpHi[p] = this.pFpHi[head]! ^ this.keyHi[worker]!;
+    } else {
+      this.pCnt[p] = 1;
+      this.pFpLo[p] = this.keyLo[worker]!;
+      this.pFpHi[p] = this.keyHi[worker]!;
+    }
     this.w0[node] = -p - 2;
+    this.pairs.insert(p);
     return ~p as PairRef;
   }
 
   /** Unlinks overflow pair `p` (an index, not a ref) from its node and frees it. */
   freePairIndex(p: number): void {
+    this.pairs.remove(p);
     const prev = this.pPrev[p]!;
     const next = this.pNext[p]!;
+    const node = this.pNode[p]!;
+    const head = prev === NONE ? p : -this.w0[node]! - 2;
+    const w = this.pWorker[p]!;
+    // The list's count and fingerprint, without this pair, go to its (possibly new) head.
+    const newHead = head === p ? next : head;
+    if (newHead !== NONE) {
+      this.pCnt[newHead] = this.pCnt[head]! - 1;
+      this.pFpLo[newHead] = this.pFpLo[head]! ^ this.keyLo[w]!;
+      this.pFpHi[newHead] = this.pFpHi[head]! ^ this.keyHi[w]!;
+    }
     if (prev !== NONE) this.pNext[prev] = next;
-    else this.w0[this.pNode[p]!] = next === NONE ? NONE : -next - 2;
+    else this.w0[node] = next === NONE ? NONE : -next - 2;
     if (next !== NONE) this.pPrev[next] = prev;
     this.pNext[p] = this.freePair;
     this.freePair = p;
@@ -181,6 +243,11 @@ export class NodeStore {
   reserve(nodes: number, pairs: number): void {
     while (this.nodeTop + nodes > this.nodeCap) this.growNodes();
     while (this.pairTop + pairs > this.pairCap) this.growPairs();
+  }
+
+  /** The overflow pair of worker `slot` on `node`, or NONE (O(1)). */
+  findPair(node: number, slot: number): number {
+    return this.pairs.find(node, slot);
   }
 
   private growNodes(): void {
@@ -209,6 +276,9 @@ export class NodeStore {
     this.pHi = L.growUint32(this.pHi, cap);
     this.pNext = s.growInt32(this.pNext, cap, 0);
     this.pPrev = L.growInt32(this.pPrev, cap, 0);
+    this.pCnt = s.growInt32(this.pCnt, cap, 0);
+    this.pFpLo = s.growUint32(this.pFpLo, cap);
+    this.pFpHi = s.growUint32(this.pFpHi, cap);
     this.pairCap = cap;
   }
 }

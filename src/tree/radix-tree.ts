@@ -30,7 +30,7 @@ import { ScratchSet } from './scratch-set.js';
 import { U64Scratch } from './u64-scratch.js';
 import { createUseTracker, type UseTracker } from './use-tracker.js';
 import { H, HEADER_WORDS, type SharedTreeLayout } from './shared-layout.js';
-import { walkScores, type LookupArrays } from './walk.js';
+import { WalkScratch, emptyLookupArrays, type LookupArrays } from './walk.js';
 import { WorkerTable } from './worker-table.js';
 
 export interface RadixTreeOptions {
@@ -73,7 +73,7 @@ export class RadixTree {
   private storeAt = 0;
   private readonly scratch = new U64Scratch();
   private scoreBySlot = new Int32Array(16);
-  private touchedSlots = new Int32Array(16);
+  private readonly walker = new WalkScratch();
   private readonly touched: number[] = [];
   private readonly stack: number[] = [];
   private readonly seen = new ScratchSet();
@@ -102,6 +102,7 @@ export class RadixTree {
     this.slotLo = this.store.uint32(16);
     this.slotHi = this.store.uint32(16);
     this.uses = createUseTracker(options.expirationMs, options.now);
+    this.findWords = options.expirationMs === undefined ? this.findWordsActive.bind(this) : this.findWordsTrail.bind(this);
   }
 
   /**
@@ -116,6 +117,7 @@ export class RadixTree {
     return {
       header: sab(this.header), parent: sab(n.parent), tokLo: sab(n.tokLo), tokHi: sab(n.tokHi),
       firstChild: sab(n.firstChild), w0: sab(n.w0), pWorker: sab(n.pWorker), pNext: sab(n.pNext),
+      pCnt: sab(n.pCnt), pFpLo: sab(n.pFpLo), pFpHi: sab(n.pFpHi), keyLo: sab(n.keyLo), keyHi: sab(n.keyHi),
       edgesA, edgesB, slotLo: sab(this.slotLo), slotHi: sab(this.slotHi),
     };
   }
@@ -303,6 +305,30 @@ export class RadixTree {
 
   /** findMatches on raw words: `n` hashes at `words[off + 2i ..]` as (lo, hi). */
   findMatchesWords(words: Uint32Array, off: number, n: number, earlyExit = false): OverlapScores {
+    return this.findWords(words, off, n, earlyExit);
+  }
+
+  /**
+   * findMatchesWords, chosen at construction: without a frequency window, the active-set walk
+   * (walk.ts: O(1) per node that holds the same workers as its parent); with one, the per-node
+   * walk that records each visited node's use.
+   */
+  private readonly findWords: (words: Uint32Array, off: number, n: number, earlyExit: boolean) => OverlapScores;
+
+  /** The active-set walk, as a Map of every matching worker. */
+  private findWordsActive(words: Uint32Array, off: number, n: number, earlyExit: boolean): OverlapScores {
+    const walker = this.walker;
+    walker.ensure(this.slotIds.length);
+    const k = walker.walk(this.lookupArrays(), words, off, n, earlyExit);
+    const scores = new Map<bigint, number>();
+    const touched = walker.touched;
+    const score = walker.score;
+    for (let i = 0; i < k; i++) scores.set(this.slotIds[touched[i]!]!, score[touched[i]!]!);
+    return { scores, frequencies: [] };
+  }
+
+  /** The per-node walk, recording the frequency trail. */
+  private findWordsTrail(words: Uint32Array, off: number, n: number, earlyExit: boolean): OverlapScores {
     const nodes = this.nodes;
     const w0 = nodes.w0;
     const pWorker = nodes.pWorker;
@@ -360,27 +386,24 @@ export class RadixTree {
 
   /** findMatchesInto on raw words: `n` hashes at `words[off + 2i ..]` as (lo, hi). */
   findMatchesWordsInto(words: Uint32Array, off: number, n: number, earlyExit: boolean, result: MatchResult): number {
-    const score = this.scoreBySlot;
-    if (this.touchedSlots.length < score.length) this.touchedSlots = new Int32Array(score.length);
-    const touched = this.touchedSlots;
-    const k = walkScores(this.lookupArrays(), words, off, n, earlyExit, score, touched);
+    const walker = this.walker;
+    walker.ensure(this.slotIds.length);
+    const k = walker.walk(this.lookupArrays(), words, off, n, earlyExit);
     result.reserve(k, 0);
     const ids = result.workerIds;
     const out = result.scores;
     const slotIds = this.slotIds;
+    const score = walker.score;
+    const touched = walker.touched;
     for (let i = 0; i < k; i++) {
       const s = touched[i]!;
       ids[i] = slotIds[s]!;
       out[i] = score[s]!;
-      score[s] = 0;
     }
     return k;
   }
 
-  private readonly arrays: LookupArrays = {
-    parent: new Int32Array(0), tokLo: new Uint32Array(0), tokHi: new Uint32Array(0), firstChild: new Int32Array(0),
-    w0: new Int32Array(0), pWorker: new Int32Array(0), pNext: new Int32Array(0), edges: new Int32Array(0), edgeMask: 0,
-  };
+  private readonly arrays: LookupArrays = emptyLookupArrays();
 
   /** The current arrays for `walkScores` (one object, refreshed in place: no allocation). */
   private lookupArrays(): LookupArrays {
@@ -393,6 +416,11 @@ export class RadixTree {
     a.w0 = n.w0;
     a.pWorker = n.pWorker;
     a.pNext = n.pNext;
+    a.pCnt = n.pCnt;
+    a.pFpLo = n.pFpLo;
+    a.pFpHi = n.pFpHi;
+    a.keyLo = n.keyLo;
+    a.keyHi = n.keyHi;
     a.edges = this.edges.slotsView;
     a.edgeMask = this.edges.maskValue;
     return a;
@@ -497,6 +525,7 @@ export class RadixTree {
   private addWorker(workerId: bigint): WorkerSlot {
     const slot = (this.freeSlots.pop() ?? this.slotIds.length) as WorkerSlot;
     this.slotIds[slot] = workerId;
+    this.nodes.setSlotKey(slot);
     if (slot >= this.slotLo.length) {
       this.slotLo = this.store.growUint32(this.slotLo, this.slotLo.length * 2);
       this.slotHi = this.store.growUint32(this.slotHi, this.slotHi.length * 2);
@@ -533,8 +562,10 @@ export class RadixTree {
       nodes.w0[node] = NONE;
       this.tables[w]!.repoint(hLo, hHi, nodes.allocPair(node, w as WorkerSlot, hLo, hHi));
     } else {
-      for (let p = -w - 2; p !== NONE; p = nodes.pNext[p]!) {
-        if (nodes.pWorker[p] !== slot) continue;
+      // O(1) membership (pair-index.ts): walking the list made a block shared by thousands of
+      // workers cost O(workers) per store.
+      const p = nodes.findPair(node, slot);
+      if (p !== NONE) {
         if (nodes.pLo[p] === lo && nodes.pHi[p] === hi) return;
         table.remove(nodes.pLo[p]!, nodes.pHi[p]!);
         nodes.pLo[p] = lo;

@@ -12,6 +12,7 @@
  */
 
 import type { RouterEvent, StoredBlock } from '../../src/protocol/types.js';
+import { mix64 } from '../../bench/fleet-gen.js';
 
 /** One step of a stream. */
 export type Op =
@@ -61,15 +62,7 @@ export class Rng {
 /** First worker id; the others follow it (a Dynamo-like lease id, far above 2^53). */
 export const BASE_WORKER_ID = 0x694d99badb9f7c07n;
 
-const MASK64 = (1n << 64n) - 1n;
-
-/** splitmix64 finaliser on bigints: a stand-in for the engines' chained block hashing. */
-export function mix64(x: bigint): bigint {
-  let z = (x + 0x9e3779b97f4a7c15n) & MASK64;
-  z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & MASK64;
-  z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & MASK64;
-  return z ^ (z >> 31n);
-}
+export { mix64 };
 
 /** How external hashes relate across workers in one stream. */
 export type HashMode = 'shared' | 'salted' | 'mixed';

@@ -2,25 +2,21 @@
  * Lookups on the calling thread, reading one shard's tree from shared memory (the arrays of
  * src/tree/shared-layout.ts) under the shard's ticket lock (wire/tree-lock.ts). Views are
  * fixed-length and rebuilt only when the layout generation moves (an array grew, the edge
- * table switched); the walk is the tree's own (`walkScores`). Nothing is allocated per lookup
+ * table switched); the walk is the tree's own (walk.ts). Nothing is allocated per lookup
  * once the scratch arrays have grown to the shard's worker count.
  */
 import { H, type SharedTreeLayout } from '../../tree/shared-layout.js';
 import type { MatchResult } from '../../tree/match-result.js';
-import { walkScores, type LookupArrays } from '../../tree/walk.js';
+import { WalkScratch, emptyLookupArrays, type LookupArrays } from '../../tree/walk.js';
 import { lockTree, unlockTree } from '../wire/tree-lock.js';
 
 export class TreeReader {
   readonly header: Int32Array;
   private gen = -1;
-  private readonly arrays: LookupArrays = {
-    parent: new Int32Array(0), tokLo: new Uint32Array(0), tokHi: new Uint32Array(0), firstChild: new Int32Array(0),
-    w0: new Int32Array(0), pWorker: new Int32Array(0), pNext: new Int32Array(0), edges: new Int32Array(0), edgeMask: 0,
-  };
+  private readonly arrays: LookupArrays = emptyLookupArrays();
+  private readonly walker = new WalkScratch();
   private slotLo: Uint32Array = new Uint32Array(0);
   private slotHi: Uint32Array = new Uint32Array(0);
-  private score = new Int32Array(16);
-  private touched = new Int32Array(16);
 
   constructor(private readonly layout: SharedTreeLayout) {
     this.header = new Int32Array(layout.header);
@@ -45,14 +41,11 @@ export class TreeReader {
     lockTree(h);
     try {
       if (Atomics.load(h, H.GEN) !== this.gen) this.refresh();
-      const slots = Atomics.load(h, H.SLOTS);
-      if (this.score.length < slots) {
-        this.score = new Int32Array(Math.max(slots, this.score.length * 2));
-        this.touched = new Int32Array(this.score.length);
-      }
-      const score = this.score;
-      const touched = this.touched;
-      const k = walkScores(this.arrays, words, off, n, earlyExit, score, touched);
+      const walker = this.walker;
+      walker.ensure(Atomics.load(h, H.SLOTS));
+      const k = walker.walk(this.arrays, words, off, n, earlyExit);
+      const score = walker.score;
+      const touched = walker.touched;
       result.reserve(at + k, at);
       const idw = result.idWords;
       const out = result.scores;
@@ -63,7 +56,6 @@ export class TreeReader {
         idw[2 * (at + i)] = lo[s]!;
         idw[2 * (at + i) + 1] = hi[s]!;
         out[at + i] = score[s]!;
-        score[s] = 0;
       }
       return at + k;
     } finally {
@@ -86,6 +78,11 @@ export class TreeReader {
     a.w0 = i32(l.w0);
     a.pWorker = i32(l.pWorker);
     a.pNext = i32(l.pNext);
+    a.pCnt = i32(l.pCnt);
+    a.pFpLo = u32(l.pFpLo);
+    a.pFpHi = u32(l.pFpHi);
+    a.keyLo = u32(l.keyLo);
+    a.keyHi = u32(l.keyHi);
     const mask = Atomics.load(h, H.EDGE_MASK);
     a.edges = new Int32Array(Atomics.load(h, H.EDGE_ACTIVE) === 0 ? l.edgesA : l.edgesB, 0, mask + 1);
     a.edgeMask = mask;
