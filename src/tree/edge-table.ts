@@ -71,7 +71,7 @@ export class EdgeTable {
     return this.buffers === null ? this.slots.byteLength : this.buffers[0].byteLength + this.buffers[1].byteLength;
   }
 
-  /** The active slots and their mask (for `walkScores`). */
+  /** The active slots and their mask (for the lookup walk). */
   get slotsView(): Int32Array {
     return this.slots;
   }

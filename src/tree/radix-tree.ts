@@ -405,7 +405,7 @@ export class RadixTree {
 
   private readonly arrays: LookupArrays = emptyLookupArrays();
 
-  /** The current arrays for `walkScores` (one object, refreshed in place: no allocation). */
+  /** The current arrays for the walk (walk.ts) (one object, refreshed in place: no allocation). */
   private lookupArrays(): LookupArrays {
     const a = this.arrays;
     const n = this.nodes;

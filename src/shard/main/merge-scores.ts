@@ -1,22 +1,8 @@
 /** A sharded lookup's two ends on the main thread: the hashes packed, the replies merged. */
-import { ErrorCode, KvIndexError } from '../../errors.js';
 import { u64FromHalves } from '../../protocol/u64-text.js';
 import type { OverlapScores } from '../../protocol/types.js';
 import type { MatchResult } from '../../tree/match-result.js';
 import type { FindReply } from '../wire/messages.js';
-
-/** Checks and packs a lookup's hashes (`InvalidField` naming the first bad one). */
-export function toU64Array(hashes: readonly bigint[]): BigUint64Array {
-  const out = new BigUint64Array(hashes.length);
-  for (let i = 0; i < hashes.length; i++) {
-    const h = hashes[i]!;
-    if (typeof h !== 'bigint' || h < 0n || h > 0xffff_ffff_ffff_ffffn) {
-      throw new KvIndexError(ErrorCode.InvalidField, `hashes[${i}]: expected a u64 bigint, got ${String(h)}`);
-    }
-    out[i] = h;
-  }
-  return out;
-}
 
 /** The scores of a filled `MatchResult` as a Map (the convenience form of a lookup). */
 export function toScores(result: MatchResult, n: number): OverlapScores {

@@ -25,7 +25,7 @@ import { peekWorkerId } from './json-peek.js';
 import { H } from '../../tree/shared-layout.js';
 import { MatchResult } from '../../tree/match-result.js';
 import { U64Scratch } from '../../tree/u64-scratch.js';
-import { mergeScores, toScores, toU64Array } from './merge-scores.js';
+import { mergeScores, toScores } from './merge-scores.js';
 import { TreeReader } from './tree-reader.js';
 import { ShardOutbox } from './outbox.js';
 import { ReplyBoard } from './reply-board.js';
@@ -197,16 +197,17 @@ export class ThreadedEngine {
 
   async findMatches(hashes: BigUint64Array | readonly bigint[]): Promise<OverlapScores> {
     this.check();
-    const seq = hashes instanceof BigUint64Array ? hashes : toU64Array(hashes);
-    const words = new Uint32Array(seq.buffer, seq.byteOffset, seq.length * 2);
+    // Copied into scratch words, as the synchronous lookup does: the shard paths below copy
+    // them again (board slot, port message) before this call returns.
+    const words = hashes instanceof BigUint64Array ? this.words.copyWords(hashes) : this.words.hashWords(hashes, true);
     // On the calling thread, unless the shards record a frequency trail, or (read-your-writes)
     // a shard still lags after a short spin: then through the ordered outboxes, which neither
     // block this thread nor let a later event overtake the lookup.
     if (!this.frequencyTrail && (!this.readYourWrites || this.catchUp(CATCH_UP_SPIN_MS, false))) {
-      const n = this.readAll(words, seq.length, false, this.scratch);
+      const n = this.readAll(words, hashes.length, false, this.scratch);
       return toScores(this.scratch, n);
     }
-    return this.findThroughShards(words, seq.length);
+    return this.findThroughShards(words, hashes.length);
   }
 
   /** Reads every shard's tree into `result`; returns the number of matching workers. */
