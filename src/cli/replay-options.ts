@@ -23,6 +23,8 @@ indexer and replay:
   --speed X           honour input timestamps compressed X times (default: as fast as possible)
   --limit N           read at most N lines
   --record FILE       also write every applied event to FILE as Dynamo recorder JSONL
+  --report FILE       also write a self-contained HTML report with charts (hit rate, latency,
+                      events and occupancy over time) to FILE
   --strict            stop with exit code 1 at the first bad line (or a score mismatch)
   --json              print one JSON object on stdout instead of the table
   -h, --help          show this help
@@ -39,6 +41,8 @@ export interface ReplayCliOptions {
   limit: number;
   /** Recorder JSONL output of the applied events, or null. */
   record: string | null;
+  /** HTML report output, or null. */
+  report: string | null;
   sim: ClusterSimOptions;
 }
 
@@ -83,6 +87,7 @@ export function parseReplayArgs(args: string[]): ReplayCliOptions | null {
         speed: { type: 'string' },
         limit: { type: 'string' },
         record: { type: 'string' },
+        report: { type: 'string' },
         strict: { type: 'boolean' },
         json: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
@@ -128,6 +133,7 @@ export function parseReplayArgs(args: string[]): ReplayCliOptions | null {
     json: v.json === true,
     limit: integer('limit', v.limit, 1, Number.MAX_SAFE_INTEGER) ?? Infinity,
     record: v.record ?? null,
+    report: v.report ?? null,
     sim,
   };
 }

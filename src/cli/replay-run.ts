@@ -29,6 +29,7 @@ import { traceRequestFrom } from '../trace/mooncake.js';
 import { parseWorkloadLine } from '../trace/workload.js';
 import { IndexerClock } from './indexer-clock.js';
 import { LatencyLog, type ReplaySummary, type ReplayProgress } from './replay-summary.js';
+import type { RequestSample } from './replay-timeline.js';
 
 export interface ReplayRunOptions {
   file: string;
@@ -49,6 +50,8 @@ export interface ReplayRunOptions {
    * the recorder's, 0 when the input has none), e.g. to write a recorder file.
    */
   onEvent?: (timestamp: number, event: RouterEvent) => void;
+  /** Receives every request once its hit is known (the HTML report's timeline). */
+  onRequest?: (sample: RequestSample) => void;
 }
 
 /** Keeps `ts` (ms of input time) from running ahead of `speed` x wall time. */
@@ -105,7 +108,9 @@ class ReplayRun {
   private oracleBlocks = 0;
   private lastTimestamp = 0;
   /** Workload: the last match, until the events that follow tell which worker served it. */
-  private pending: { scores: Map<bigint, number>; best: number } | null = null;
+  private pending: { scores: Map<bigint, number>; best: number; blocks: number; us: number } | null = null;
+  /** Latency of the last lookup, us. */
+  private lastLookupUs = 0;
   private lastProgress = 0;
 
   constructor(
@@ -263,6 +268,7 @@ class ReplayRun {
     this.requestBlocks += served.blocks;
     this.hitBlocks += served.hit;
     this.oracleBlocks += served.oracle;
+    this.options.onRequest?.({ timestamp: req.timestamp, blocks: served.blocks, hit: served.hit, oracle: served.oracle, lookupUs: this.lastLookupUs });
     await this.apply(served.events, req.timestamp);
   }
 
@@ -275,10 +281,7 @@ class ReplayRun {
       return;
     }
     if (op.op === 'event') {
-      if (this.pending !== null) {
-        this.hitBlocks += this.pending.scores.get(op.event.workerId) ?? 0;
-        this.pending = null;
-      }
+      if (this.pending !== null) this.settle(this.pending.scores.get(op.event.workerId) ?? 0);
       await this.apply([op.event], 0);
     } else if (op.op === 'match') {
       this.settlePending();
@@ -289,7 +292,7 @@ class ReplayRun {
       for (const s of scores.values()) if (s > best) best = s;
       this.requestBlocks += op.seq.length;
       this.oracleBlocks += best;
-      this.pending = { scores, best };
+      this.pending = { scores, best, blocks: op.seq.length, us: this.lastLookupUs };
     }
   }
 
@@ -298,8 +301,14 @@ class ReplayRun {
    * holding the whole request: count the best score as its hit.
    */
   private settlePending(): void {
-    if (this.pending === null) return;
-    this.hitBlocks += this.pending.best;
+    if (this.pending !== null) this.settle(this.pending.best);
+  }
+
+  /** Counts the pending match's hit, now known. */
+  private settle(hit: number): void {
+    const p = this.pending!;
+    this.hitBlocks += hit;
+    this.options.onRequest?.({ timestamp: 0, blocks: p.blocks, hit, oracle: p.best, lookupUs: p.us });
     this.pending = null;
   }
 
@@ -326,6 +335,7 @@ class ReplayRun {
     // The reply comes after every shard applied the events queued before the lookup.
     this.clock.idle();
     this.latency.push(dt * 1000);
+    this.lastLookupUs = dt * 1000;
     let best = 0;
     for (const s of scores.values()) if (s > best) best = s;
     this.matched += best;

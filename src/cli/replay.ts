@@ -3,13 +3,15 @@
  * or a replay workload through the indexer and prints a summary table (or, with `--json`, one
  * JSON object and nothing else on stdout). A progress bar goes to stderr when it is a TTY.
  */
-import { createWriteStream, openSync, statSync, type WriteStream } from 'node:fs';
+import { closeSync, createWriteStream, openSync, statSync, writeSync, type WriteStream } from 'node:fs';
 import { KvIndexError } from '../errors.js';
 import { formatRecorderLine } from '../protocol/json-format.js';
 import { createProgressBar } from './progress.js';
 import { parseReplayArgs, REPLAY_USAGE, UsageError, type ReplayCliOptions } from './replay-options.js';
 import { replayJson, replayTable } from './replay-report.js';
+import { renderReplayHtml } from './replay-html.js';
 import { runReplay, type ReplayRunOptions } from './replay-run.js';
+import { ReplayTimeline } from './replay-timeline.js';
 import type { ReplaySummary } from './replay-summary.js';
 import { formatInt } from './table.js';
 
@@ -47,6 +49,17 @@ export async function main(args: string[]): Promise<number> {
     }
   }
 
+  // The report file is opened (created) before the run, so a bad path fails fast, like --record.
+  let reportFd: number | null = null;
+  if (options.report !== null) {
+    try {
+      reportFd = openSync(options.report, 'w');
+    } catch (err) {
+      return fail(`cannot write '${options.report}': ${(err as Error).message}`, 2);
+    }
+  }
+  const timeline = reportFd === null ? null : new ReplayTimeline();
+
   const bar = createProgressBar();
   const run: ReplayRunOptions = {
     file: options.file,
@@ -61,21 +74,31 @@ export async function main(args: string[]): Promise<number> {
       bar.update(p.fraction, `${formatInt(p.lines)} lines, ${formatInt(p.requests)} requests, ${formatInt(p.events)} events`);
     };
   }
-  if (recorder !== null) {
-    const out = recorder;
+  const out = recorder;
+  if (out !== null || timeline !== null) {
     run.onEvent = (timestamp, event) => {
-      out.write(formatRecorderLine({ timestamp: Math.round(timestamp), event }) + '\n');
+      out?.write(formatRecorderLine({ timestamp: Math.round(timestamp), event }) + '\n');
+      timeline?.event(timestamp, event);
     };
   }
+  if (timeline !== null) run.onRequest = (sample) => timeline.request(sample);
   let summary: ReplaySummary;
   try {
     summary = await runReplay(run);
   } catch (err) {
+    if (reportFd !== null) closeSync(reportFd);
     const code = err instanceof KvIndexError ? `[${err.code}] ` : '';
     return fail(`${code}${(err as Error).message ?? String(err)}`, 1);
   } finally {
     bar.done();
     if (recorder !== null) await closeStream(recorder);
+  }
+  if (reportFd !== null && timeline !== null) {
+    try {
+      writeSync(reportFd, renderReplayHtml(summary, timeline.buckets(), new Date()));
+    } finally {
+      closeSync(reportFd);
+    }
   }
 
   if (options.json) process.stdout.write(JSON.stringify(replayJson(summary)) + '\n');
