@@ -1,6 +1,7 @@
 /**
  * `npm run bench [-- --quick] [-- --only name,name]`: runs the tinybench suites. A full run of
- * every suite writes BENCHMARKS.md (with machine, Node version and date) and bench/results.json;
+ * every suite writes BENCHMARKS.md (with machine, Node version and date), bench/results.json and
+ * the plots in bench/plots/ (bench/plots.ts), embedded at the top of their sections;
  * `--quick` (the suites of QUICK on smaller inputs, under a minute) and `--only` print the
  * markdown instead and write bench/results.partial.json.
  */
@@ -8,6 +9,7 @@ import { writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { plotsOf, writePlots } from './plots.js';
 import type { SuiteOptions, SuiteResult } from './suite.js';
 
 type Suite = (opts: SuiteOptions) => Promise<SuiteResult>;
@@ -64,7 +66,9 @@ async function main(): Promise<void> {
       '(bincode unless stated). The machine is shared and noisy: compare ratios within one run.',
     '',
   ];
-  const body = results.map((r) => `## ${r.title}\n\n${r.markdown}\n`);
+  // A full run also draws the plots (bench/plots/*.svg) and puts each at the top of its section.
+  const embeds = only === null ? writePlots(plotsOf(results), resolve(root, 'bench/plots'), 'bench/plots') : new Map<string, string[]>();
+  const body = results.map((r) => `## ${r.title}\n\n${(embeds.get(r.name) ?? []).map((l) => `${l}\n\n`).join('')}${r.markdown}\n`);
   if (only === null) writeFileSync(resolve(root, 'BENCHMARKS.md'), [...header, ...body].join('\n'));
   else process.stdout.write([...header, ...body].join('\n'));
   writeFileSync(

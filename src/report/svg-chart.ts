@@ -42,6 +42,8 @@ export interface ChartSpec {
   yLog?: boolean;
   /** Vertical lines at x, labelled (e.g. percentiles). */
   markers?: ReadonlyArray<{ x: number; label: string }>;
+  /** Ticks of the x axis at these values with these labels, instead of computed ones. */
+  xTicks?: ReadonlyArray<{ x: number; label: string }>;
   /** Lower bound of the y axis when linear (default 0). */
   yMin?: number;
   width?: number;
@@ -147,6 +149,7 @@ export function renderChart(spec: ChartSpec): string {
     }
   }
   for (const m of spec.markers ?? []) xs.push(m.x);
+  for (const t of spec.xTicks ?? []) xs.push(t.x);
   const legend = legendLayout(spec.series.map((s) => s.name), W);
   const top = 30 + 14 * legend.rows + ((spec.markers?.length ?? 0) > 0 ? 12 : 4);
   const xLo = extent(xs)[0];
@@ -166,10 +169,10 @@ export function renderChart(spec: ChartSpec): string {
     out.push(`<line x1="${M.left}" x2="${W - M.right}" y1="${y}" y2="${y}" stroke="#e5e5e5"/>`);
     out.push(`<text x="${M.left - 6}" y="${y}" text-anchor="end" dominant-baseline="middle">${tickLabel(t)}</text>`);
   }
-  for (const t of X.ticks) {
-    const x = f1(X.map(t));
+  for (const t of spec.xTicks ?? X.ticks.map((x) => ({ x, label: tickLabel(x) }))) {
+    const x = f1(X.map(t.x));
     out.push(`<line x1="${x}" x2="${x}" y1="${top}" y2="${H - M.bottom}" stroke="#f0f0f0"/>`);
-    out.push(`<text x="${x}" y="${H - M.bottom + 14}" text-anchor="middle">${tickLabel(t)}</text>`);
+    out.push(`<text x="${x}" y="${H - M.bottom + 14}" text-anchor="middle">${escapeXml(t.label)}</text>`);
   }
   out.push(`<rect x="${M.left}" y="${top}" width="${W - M.left - M.right}" height="${H - top - M.bottom}" fill="none" stroke="#888"/>`);
   out.push(`<text x="${(M.left + W - M.right) / 2}" y="${H - 12}" text-anchor="middle">${escapeXml(spec.xLabel)}</text>`);
