@@ -16,6 +16,7 @@
  */
 
 import { LOCAL_STORE, type ArrayStore } from './array-store.js';
+import { MemberArrays } from './member-arrays.js';
 import { PairIndex } from './pair-index.js';
 
 /** Integer id of a node; 0 is the root. */
@@ -67,7 +68,12 @@ export class NodeStore {
   /** Random 64-bit key per worker slot (the fingerprints' terms), as halves. */
   keyLo: Uint32Array;
   keyHi: Uint32Array;
+  /** Worker id per slot, as halves (lookups write them into results). */
+  slotLo: Uint32Array;
+  slotHi: Uint32Array;
   private keySeed = 0x9e3779b9;
+  /** Contiguous worker lists of nodes held by many workers (member-arrays.ts). */
+  readonly members: MemberArrays;
   /** (node, slot) -> overflow pair: membership without walking the list. */
   readonly pairs: PairIndex;
   private pairCap: number;
@@ -104,18 +110,28 @@ export class NodeStore {
     this.pFpHi = store.uint32(pairs);
     this.keyLo = store.uint32(16);
     this.keyHi = store.uint32(16);
+    this.slotLo = store.uint32(16);
+    this.slotHi = store.uint32(16);
     this.pairs = new PairIndex(this);
+    this.members = new MemberArrays(store, pairs);
   }
 
-  /** Draws the random key of a worker slot (xorshift32; any fixed sequence of distinct draws does). */
-  setSlotKey(slot: number): void {
+  /**
+   * Gives a worker slot its id (as halves) and draws its random key (xorshift32; any fixed
+   * sequence of distinct draws does).
+   */
+  setSlot(slot: number, idLo: number, idHi: number): void {
     if (slot >= this.keyLo.length) {
       const cap = Math.max(slot + 1, this.keyLo.length * 2);
       this.keyLo = this.store.growUint32(this.keyLo, cap);
       this.keyHi = this.store.growUint32(this.keyHi, cap);
+      this.slotLo = this.store.growUint32(this.slotLo, cap);
+      this.slotHi = this.store.growUint32(this.slotHi, cap);
     }
     this.keyLo[slot] = this.draw();
     this.keyHi[slot] = this.draw();
+    this.slotLo[slot] = idLo;
+    this.slotHi[slot] = idHi;
   }
 
   private draw(): number {
@@ -129,7 +145,7 @@ export class NodeStore {
 
   /** Bytes held by the typed arrays (capacity, not just live entries). */
   get bytes(): number {
-    return this.nodeCap * 36 + this.pairCap * 36 + this.pairs.bytes + this.keyLo.length * 8;
+    return this.nodeCap * 36 + this.pairCap * 36 + this.pairs.bytes + this.keyLo.length * 16 + this.members.bytes;
   }
 
   /** A fresh node under `parent` keyed by the tokens hash; linked as its parent's first child. */
@@ -195,6 +211,7 @@ export class NodeStore {
     this.pLo[p] = lo;
     this.pHi[p] = hi;
     const head = this.head(node);
+    const m = this.members;
     this.pNext[p] = head;
     this.pPrev[p] = NONE;
     if (head !== NONE) {
@@ -202,13 +219,16 @@ export class NodeStore {
       this.pCnt[p] = this.pCnt[head]! + 1;
       this.pFpLo[p] = this.pFpLo[head]! ^ this.keyLo[worker]!;
       this.pFpHi[p] = this.pFpHi[head]! ^ this.keyHi[worker]!;
+      m.pMOff[p] = m.pMOff[head]!;
     } else {
       this.pCnt[p] = 1;
       this.pFpLo[p] = this.keyLo[worker]!;
       this.pFpHi[p] = this.keyHi[worker]!;
+      m.pMOff[p] = NONE;
     }
     this.w0[node] = -p - 2;
     this.pairs.insert(p);
+    m.added(this, node, p, worker, this.pCnt[p]!);
     return ~p as PairRef;
   }
 
@@ -223,9 +243,12 @@ export class NodeStore {
     // The list's count and fingerprint, without this pair, go to its (possibly new) head.
     const newHead = head === p ? next : head;
     if (newHead !== NONE) {
+      const m = this.members;
       this.pCnt[newHead] = this.pCnt[head]! - 1;
       this.pFpLo[newHead] = this.pFpLo[head]! ^ this.keyLo[w]!;
       this.pFpHi[newHead] = this.pFpHi[head]! ^ this.keyHi[w]!;
+      m.pMOff[newHead] = m.pMOff[head]!;
+      m.removing(this, node, newHead, p, this.pCnt[newHead]!);
     }
     if (prev !== NONE) this.pNext[prev] = next;
     else this.w0[node] = next === NONE ? NONE : -next - 2;
@@ -279,6 +302,7 @@ export class NodeStore {
     this.pCnt = s.growInt32(this.pCnt, cap, 0);
     this.pFpLo = s.growUint32(this.pFpLo, cap);
     this.pFpHi = s.growUint32(this.pFpHi, cap);
+    this.members.growPairs(cap);
     this.pairCap = cap;
   }
 }

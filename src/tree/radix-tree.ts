@@ -59,8 +59,14 @@ export class RadixTree {
   private readonly slotOf = new Map<bigint, WorkerSlot>();
   /** @internal slot -> worker id, or null for a free slot. */ readonly slotIds: (bigint | null)[] = [];
   /** @internal slot -> the worker's lookup, or null for a free slot. */ readonly tables: (WorkerTable | null)[] = [];
-  /** @internal slot -> worker id halves, where lookups on another thread read them. */ slotLo: Uint32Array;
-  /** @internal */ slotHi: Uint32Array;
+  /** @internal slot -> worker id halves (the node store keeps them: lookups copy them into results). */
+  get slotLo(): Uint32Array {
+    return this.nodes.slotLo;
+  }
+  /** @internal */
+  get slotHi(): Uint32Array {
+    return this.nodes.slotHi;
+  }
   private readonly store: ArrayStore;
   /** Shared mode: the header words of shared-layout.ts; null in-thread. */
   private readonly header: Int32Array | null;
@@ -99,8 +105,6 @@ export class RadixTree {
       this.nodes = new NodeStore(LOCAL_STORE, capacity);
       this.edges = new EdgeTable(this.nodes, capacity);
     }
-    this.slotLo = this.store.uint32(16);
-    this.slotHi = this.store.uint32(16);
     this.uses = createUseTracker(options.expirationMs, options.now);
     this.findWords = options.expirationMs === undefined ? this.findWordsActive.bind(this) : this.findWordsTrail.bind(this);
   }
@@ -118,7 +122,8 @@ export class RadixTree {
       header: sab(this.header), parent: sab(n.parent), tokLo: sab(n.tokLo), tokHi: sab(n.tokHi),
       firstChild: sab(n.firstChild), w0: sab(n.w0), pWorker: sab(n.pWorker), pNext: sab(n.pNext),
       pCnt: sab(n.pCnt), pFpLo: sab(n.pFpLo), pFpHi: sab(n.pFpHi), keyLo: sab(n.keyLo), keyHi: sab(n.keyHi),
-      edgesA, edgesB, slotLo: sab(this.slotLo), slotHi: sab(this.slotHi),
+      edgesA, edgesB, slotLo: sab(n.slotLo), slotHi: sab(n.slotHi),
+      pMOff: sab(n.members.pMOff), mIds: sab(n.members.mIds),
     };
   }
 
@@ -321,6 +326,12 @@ export class RadixTree {
     walker.ensure(this.slotIds.length);
     const k = walker.walk(this.lookupArrays(), words, off, n, earlyExit);
     const scores = new Map<bigint, number>();
+    if (walker.bulkOff !== NONE) {
+      // The bulk members, then the visited workers (which overwrite those of them that
+      // followed a few-worker branch with their own scores).
+      const m = this.nodes.members;
+      for (let i = 0; i < walker.bulkCount; i++) scores.set(this.slotIds[m.slotAt(walker.bulkOff + i)]!, walker.bulkScore);
+    }
     const touched = walker.touched;
     const score = walker.score;
     for (let i = 0; i < k; i++) scores.set(this.slotIds[touched[i]!]!, score[touched[i]!]!);
@@ -388,19 +399,8 @@ export class RadixTree {
   findMatchesWordsInto(words: Uint32Array, off: number, n: number, earlyExit: boolean, result: MatchResult): number {
     const walker = this.walker;
     walker.ensure(this.slotIds.length);
-    const k = walker.walk(this.lookupArrays(), words, off, n, earlyExit);
-    result.reserve(k, 0);
-    const ids = result.workerIds;
-    const out = result.scores;
-    const slotIds = this.slotIds;
-    const score = walker.score;
-    const touched = walker.touched;
-    for (let i = 0; i < k; i++) {
-      const s = touched[i]!;
-      ids[i] = slotIds[s]!;
-      out[i] = score[s]!;
-    }
-    return k;
+    const a = this.lookupArrays();
+    return walker.emit(a, walker.walk(a, words, off, n, earlyExit), result, 0);
   }
 
   private readonly arrays: LookupArrays = emptyLookupArrays();
@@ -423,6 +423,10 @@ export class RadixTree {
     a.keyHi = n.keyHi;
     a.edges = this.edges.slotsView;
     a.edgeMask = this.edges.maskValue;
+    a.pMOff = n.members.pMOff;
+    a.mIds = n.members.mIds;
+    a.slotLo = n.slotLo;
+    a.slotHi = n.slotHi;
     return a;
   }
 
@@ -525,13 +529,7 @@ export class RadixTree {
   private addWorker(workerId: bigint): WorkerSlot {
     const slot = (this.freeSlots.pop() ?? this.slotIds.length) as WorkerSlot;
     this.slotIds[slot] = workerId;
-    this.nodes.setSlotKey(slot);
-    if (slot >= this.slotLo.length) {
-      this.slotLo = this.store.growUint32(this.slotLo, this.slotLo.length * 2);
-      this.slotHi = this.store.growUint32(this.slotHi, this.slotHi.length * 2);
-    }
-    this.slotLo[slot] = Number(workerId & 0xffffffffn);
-    this.slotHi[slot] = Number(workerId >> 32n);
+    this.nodes.setSlot(slot, Number(workerId & 0xffffffffn), Number(workerId >> 32n));
     if (this.header !== null && slot >= this.header[H.SLOTS]!) Atomics.store(this.header, H.SLOTS, slot + 1);
     this.tables[slot] = new WorkerTable(this.nodes);
     this.slotOf.set(workerId, slot);

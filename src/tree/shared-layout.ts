@@ -52,4 +52,7 @@ export interface SharedTreeLayout {
   edgesB: SharedArrayBuffer;
   slotLo: SharedArrayBuffer;
   slotHi: SharedArrayBuffer;
+  /** Member arrays (member-arrays.ts): offset at each list head, and the members' id words. */
+  pMOff: SharedArrayBuffer;
+  mIds: SharedArrayBuffer;
 }
