@@ -15,8 +15,6 @@ export class TreeReader {
   private gen = -1;
   private readonly arrays: LookupArrays = emptyLookupArrays();
   private readonly walker = new WalkScratch();
-  private slotLo: Uint32Array = new Uint32Array(0);
-  private slotHi: Uint32Array = new Uint32Array(0);
 
   constructor(private readonly layout: SharedTreeLayout) {
     this.header = new Int32Array(layout.header);
@@ -43,21 +41,7 @@ export class TreeReader {
       if (Atomics.load(h, H.GEN) !== this.gen) this.refresh();
       const walker = this.walker;
       walker.ensure(Atomics.load(h, H.SLOTS));
-      const k = walker.walk(this.arrays, words, off, n, earlyExit);
-      const score = walker.score;
-      const touched = walker.touched;
-      result.reserve(at + k, at);
-      const idw = result.idWords;
-      const out = result.scores;
-      const lo = this.slotLo;
-      const hi = this.slotHi;
-      for (let i = 0; i < k; i++) {
-        const s = touched[i]!;
-        idw[2 * (at + i)] = lo[s]!;
-        idw[2 * (at + i) + 1] = hi[s]!;
-        out[at + i] = score[s]!;
-      }
-      return at + k;
+      return walker.emit(this.arrays, walker.walk(this.arrays, words, off, n, earlyExit), result, at);
     } finally {
       unlockTree(h);
     }
@@ -86,7 +70,9 @@ export class TreeReader {
     const mask = Atomics.load(h, H.EDGE_MASK);
     a.edges = new Int32Array(Atomics.load(h, H.EDGE_ACTIVE) === 0 ? l.edgesA : l.edgesB, 0, mask + 1);
     a.edgeMask = mask;
-    this.slotLo = u32(l.slotLo);
-    this.slotHi = u32(l.slotHi);
+    a.slotLo = u32(l.slotLo);
+    a.slotHi = u32(l.slotHi);
+    a.pMOff = i32(l.pMOff);
+    a.mIds = u32(l.mIds);
   }
 }
