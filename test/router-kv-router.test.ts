@@ -86,6 +86,19 @@ describe('KvRouter: decisions and lifecycle', () => {
     expect(router.sequences.size).toBe(1); // only 'x': nothing of the failed calls was recorded
   });
 
+  it('routeBlocks on hashes computed by the caller decides as route on the tokens', () => {
+    const tree = new RadixTree();
+    tree.applyEvent(stored(A, tokens(1, 8), 5));
+    const r1 = new KvRouter({ indexer: tree, blockSize: BS, workers, random: seededRandom(2) });
+    const r2 = new KvRouter({ indexer: tree, blockSize: BS, workers, random: seededRandom(2) });
+    for (const t of [tokens(1, 8), tokens(1, 3), Uint32Array.from([...tokens(1, 6), 99, 98])]) {
+      const a = r1.route(t);
+      const b = r2.routeBlocks(computeBlockHashes(t, BS), t.length);
+      expect([b.workerId, b.overlapBlocks, [...b.costs]]).toEqual([a.workerId, a.overlapBlocks, [...a.costs]]);
+    }
+    expect(code(() => r2.routeBlocks(computeBlockHashes(tokens(1, 4), BS), 15))).toBe(ErrorCode.InvalidField);
+  });
+
   it('a per-request temperature override samples instead of taking the minimum', () => {
     const tree = new RadixTree();
     const t = tokens(1, 8);

@@ -173,14 +173,31 @@ export class KvRouter {
    * `DuplicateRequest` for an id in flight, `InvalidField` / `InvalidOption` for bad input.
    */
   route(tokens: Uint32Array | readonly number[], options: RouteOptions = {}): RouteDecision {
+    const t0 = performance.now();
+    const local = computeBlockHashes(tokens, this.#blockSize, options);
+    return this.#decide(local, tokens.length, options, t0);
+  }
+
+  /**
+   * `route` for a caller that hashed the prompt already: `local` are its blocks' hashes
+   * (`computeBlockHashes` with this router's block size and the request's identity options) and
+   * `tokenCount` its length in tokens (at least `local.length * blockSize`).
+   */
+  routeBlocks(local: BigUint64Array, tokenCount: number, options: RouteOptions = {}): RouteDecision {
+    if (!(local instanceof BigUint64Array)) throw new KvIndexError(ErrorCode.InvalidField, 'local: expected a BigUint64Array');
+    if (!Number.isSafeInteger(tokenCount) || tokenCount < local.length * this.#blockSize) {
+      throw new KvIndexError(ErrorCode.InvalidField, `tokenCount: expected an integer >= ${local.length * this.#blockSize}, got ${String(tokenCount)}`);
+    }
+    return this.#decide(local, tokenCount, options, performance.now());
+  }
+
+  #decide(local: BigUint64Array, tokenCount: number, options: RouteOptions, t0: number): RouteDecision {
     const requestId = options.requestId ?? `kvr-${this.#nextId++}`;
     if (typeof requestId !== 'string') throw new KvIndexError(ErrorCode.InvalidField, 'requestId: expected a string');
     if (this.#sequences.has(requestId)) throw new KvIndexError(ErrorCode.DuplicateRequest, `requestId ${JSON.stringify(requestId)} is already in flight`);
     const candidates = options.candidates ?? this.#workers;
     if (candidates.length === 0) throw new KvIndexError(ErrorCode.NoWorkers, 'route: no candidate workers');
 
-    const t0 = performance.now();
-    const local = computeBlockHashes(tokens, this.#blockSize, options);
     const seq = computeSequenceHashes(local);
     const t1 = performance.now();
     this.#approx?.expire();
@@ -209,10 +226,10 @@ export class KvRouter {
         activeRequests: l.activeRequests,
       };
     }
-    const s = selectResolved({ tokens: tokens.length, overrides: options.overrides ?? null }, candidates, overlap, loads, this.#config);
+    const s = selectResolved({ tokens: tokenCount, overrides: options.overrides ?? null }, candidates, overlap, loads, this.#config);
     const t3 = performance.now();
 
-    const prefillTokens = Math.max(0, tokens.length - s.overlapBlocks * this.#blockSize);
+    const prefillTokens = Math.max(0, tokenCount - s.overlapBlocks * this.#blockSize);
     this.#sequences.addRequest(requestId, s.workerId, seq, {
       dpRank: s.dpRank,
       prefillTokens,
