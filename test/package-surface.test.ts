@@ -21,6 +21,8 @@ const EXPECTED: Record<string, string[]> = {
     'SnapshotDecodeError', 'U64_MAX', 'XXH3_SEED', 'computeBlockHashes', 'computeSequenceHashes',
     'createMatchResult', 'createSnapshotWriter', 'decodeSnapshot', 'encodeSnapshot', 'formatRouterEvent',
     'iterateSnapshot', 'mergeSnapshots', 'parseJsonLossless', 'parseRecorderLine', 'parseRouterEvent',
+    'KvRouter', 'selectWorker', 'ActiveSequences', 'ApproxIndex', 'formatActiveSequenceEvent',
+    'parseActiveSequenceEvent', 'seededRandom',
   ],
   'kvindex/nats': [
     'KvEventPublisher', 'KvEventSubscriber', 'KvQueryService', 'NatsError', 'NatsErrorCode',

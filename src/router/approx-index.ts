@@ -18,7 +18,7 @@ import { ErrorCode, KvIndexError } from '../errors.js';
 import type { RouterEvent, StoredBlock } from '../protocol/types.js';
 
 /** Where the synthetic events go: a RadixTree or a ShardedIndexer. */
-export interface EventTarget {
+export interface ApproxTarget {
   applyEvent(event: RouterEvent): unknown;
 }
 
@@ -51,7 +51,7 @@ interface Timer {
 const HEAP_SLACK = 50;
 
 export class ApproxIndex {
-  readonly #target: EventTarget;
+  readonly #target: ApproxTarget;
   readonly #ttlMs: number;
   readonly #maxBlocks: number;
   readonly #pruneTo: number;
@@ -67,7 +67,7 @@ export class ApproxIndex {
   #eventId = 0n;
   readonly #stats: ApproxIndexStats = { decisions: 0, expired: 0, pruned: 0 };
 
-  constructor(target: EventTarget, options: ApproxIndexOptions = {}) {
+  constructor(target: ApproxTarget, options: ApproxIndexOptions = {}) {
     const bad = (m: string): never => {
       throw new KvIndexError(ErrorCode.InvalidOption, m);
     };

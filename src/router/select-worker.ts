@@ -75,7 +75,7 @@ export interface SelectorConfig {
   random?: RandomSource;
 }
 
-/** `SelectorConfig` with every default filled in and checked. */
+/** @internal `SelectorConfig` with every default filled in and checked. */
 export interface ResolvedSelectorConfig {
   blockSize: number;
   overlapScoreCredit: number;
@@ -126,7 +126,7 @@ function nonNegative(name: string, v: number | undefined, fallback: number, max 
   return v;
 }
 
-/** Fills Dynamo's defaults; throws `KvIndexError` `InvalidOption` naming the first bad field. */
+/** @internal Fills Dynamo's defaults; throws `KvIndexError` `InvalidOption` naming the first bad field. */
 export function resolveSelectorConfig(c: SelectorConfig): ResolvedSelectorConfig {
   if (typeof c !== 'object' || c === null) invalidOption('selector config: expected an object');
   if (!Number.isInteger(c.blockSize) || c.blockSize < 1) invalidOption(`blockSize: expected a positive integer, got ${String(c.blockSize)}`);
@@ -155,7 +155,7 @@ export function selectWorker(
   candidates: readonly WorkerCandidate[],
   overlap: ReadonlyMap<bigint, number> | TieredOverlap,
   loads: readonly (CandidateLoad | undefined)[],
-  config: SelectorConfig | ResolvedSelectorConfig,
+  config: SelectorConfig,
 ): Selection {
   return selectResolved(request, candidates, overlap, loads, resolveSelectorConfig(config));
 }
