@@ -93,6 +93,38 @@ describe('ActiveSequences: loads', () => {
   });
 });
 
+describe('ActiveSequences: new blocks of a sequence', () => {
+  it('the binary search over sequence hashes agrees with the linear count on random prompt trees', () => {
+    const seqs = new ActiveSequences({ blockSize: 16 });
+    let x = 12345;
+    const rand = (n: number): number => {
+      x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+      return x % n;
+    };
+    // Prompts are paths in a small tree of blocks: sequence hash = the path's digits.
+    const prompt = (): BigUint64Array => {
+      const len = 1 + rand(12);
+      const out = new BigUint64Array(len);
+      let h = 1n;
+      for (let i = 0; i < len; i++) {
+        h = h * 4n + BigInt(rand(3));
+        out[i] = h;
+      }
+      return out;
+    };
+    const live: string[] = [];
+    for (let i = 0; i < 2000; i++) {
+      if (live.length > 0 && rand(3) === 0) seqs.free(live.splice(rand(live.length), 1)[0]!);
+      else {
+        seqs.addRequest(`r${i}`, rand(2) === 0 ? W : V, prompt());
+        live.push(`r${i}`);
+      }
+      const q = prompt();
+      for (const w of [W, V]) expect(seqs.newSequenceBlocks(w, 0, q)).toBe(seqs.newBlocks(w, 0, q));
+    }
+  });
+});
+
 describe('ActiveSequences: expiry', () => {
   it('requests older than the TTL (300 s default) expire during a later addRequest, releasing their load', () => {
     const c = clock();

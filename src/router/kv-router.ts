@@ -85,10 +85,14 @@ export interface RouteDecision {
   /** Per candidate, in order. */
   costs: Float64Array;
   overlaps: Uint32Array;
-  /** Time spent hashing, looking up (both indexes) and selecting, in microseconds. */
+  /**
+   * Time spent hashing, looking up (both indexes), selecting (loads included) and recording the
+   * request (ActiveSequences, the approximate and predicted indexes), in microseconds.
+   */
   hashUs: number;
   lookupUs: number;
   selectUs: number;
+  recordUs: number;
 }
 
 export class KvRouter {
@@ -222,7 +226,7 @@ export class KvRouter {
       const l = this.#sequences.load(c.workerId, c.dpRank);
       loads[i] = {
         activePrefillTokens: l.activePrefillTokens,
-        decodeBlocks: l.activeBlocks + this.#sequences.newBlocks(c.workerId, c.dpRank, seq),
+        decodeBlocks: l.activeBlocks + this.#sequences.newSequenceBlocks(c.workerId, c.dpRank, seq),
         activeRequests: l.activeRequests,
       };
     }
@@ -238,6 +242,7 @@ export class KvRouter {
     });
     this.#approx?.recordDecision(s.workerId, local, seq);
     this.#predicted?.recordDecision(s.workerId, local, seq);
+    const t4 = performance.now();
     return {
       requestId,
       workerId: s.workerId,
@@ -250,6 +255,7 @@ export class KvRouter {
       hashUs: (t1 - t0) * 1000,
       lookupUs: (t2 - t1) * 1000,
       selectUs: (t3 - t2) * 1000,
+      recordUs: (t4 - t3) * 1000,
     };
   }
 
