@@ -51,7 +51,8 @@ async function replayRouted(
       const prepared = sim.prepare(req);
       routing.advance(req.timestamp);
       const t0 = performance.now();
-      const d = routing.router.route(prepared.tokens, { requestId: `q${n++}` });
+      const d = routing.routeTokens(prepared.tokens).decision;
+      n++;
       const dt = (performance.now() - t0) * 1000;
       if (samples !== null) {
         samples.total.push(dt);
@@ -65,7 +66,7 @@ async function replayRouted(
       const served = sim.serve(prepared, scores, index.get(d.workerId)!);
       // Without read-your-writes a lookup may miss the previous request's events (still in flight).
       if (readYourWrites && served.mismatches > 0) throw new Error(`request ${n}: the indexer disagrees with the fleet's caches`);
-      routing.started(d.requestId, req.timestamp, served.blocks, served.hit, req.outputLength);
+      routing.started(req.timestamp, served.blocks, served.hit, req.outputLength);
       for (const e of served.events) ix.applyEvent(e);
       if (ix.needsDrain) await ix.drained();
       blocks += served.blocks;

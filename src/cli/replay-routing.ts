@@ -11,6 +11,7 @@ import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
 import { KvRouter, type RouteDecision } from '../router/kv-router.js';
 import { seededRandom } from '../router/random.js';
 import type { ClusterSimConfig } from '../trace/cluster-sim.js';
+import { LeafHeap } from '../tree/leaf-heap.js';
 
 export interface ReplayRoutingOptions {
   /** Selector temperature (default 0). */
@@ -19,9 +20,8 @@ export interface ReplayRoutingOptions {
   credit?: number;
 }
 
-/** Lifecycle steps due at a trace time, in a min-heap of parallel arrays. */
+/** A request's two lifecycle steps, as heap slots: request n's first token at 2n, its end at 2n + 1. */
 const PREFILL_DONE = 0;
-const FINISHED = 1;
 
 export class ReplayRouting {
   readonly router: KvRouter;
@@ -30,9 +30,8 @@ export class ReplayRouting {
   readonly #decodeMsPerToken: number;
   readonly #blockSize: number;
   #now = 0;
-  #at: number[] = [];
-  #kind: number[] = [];
-  #id: string[] = [];
+  /** Due steps by trace time (lazy LRU heap of the tree, reused as a plain timer heap). */
+  readonly #due = new LeafHeap(1024);
   #next = 0;
 
   constructor(indexer: ShardedIndexer, sim: ClusterSimConfig, options: ReplayRoutingOptions = {}) {
@@ -54,11 +53,14 @@ export class ReplayRouting {
   /** Moves the clock to `nowMs`, reporting first tokens and ends due by then. */
   advance(nowMs: number): void {
     if (nowMs > this.#now) this.#now = nowMs;
-    while (this.#at.length > 0 && this.#at[0]! <= this.#now) {
-      const kind = this.#kind[0]!;
-      const id = this.#id[0]!;
-      this.#pop();
-      if (kind === PREFILL_DONE) this.router.markPrefillCompleted(id);
+    const due = this.#due;
+    while (due.size > 0 && due.topStamp() <= this.#now) {
+      const slot = due.topSlot();
+      due.pop();
+      // A request whose first token and end fall at the same time may end first: its mark is
+      // then an unknown id, counted by ActiveSequences and harmless.
+      const id = `r${slot >>> 1}`;
+      if ((slot & 1) === PREFILL_DONE) this.router.markPrefillCompleted(id);
       else this.router.free(id);
     }
   }
@@ -69,58 +71,20 @@ export class ReplayRouting {
     return { decision, worker: this.#index.get(decision.workerId)! };
   }
 
-  /** Schedules the request's first token and end, given the blocks it hit and its output length. */
-  started(requestId: string, nowMs: number, blocks: number, hit: number, outputTokens: number): void {
+  /** `route` on the tokens themselves (the router hashes them), for the benchmark of `route()`. */
+  routeTokens(tokens: Uint32Array): { decision: RouteDecision; worker: number } {
+    const decision = this.router.route(tokens, { requestId: `r${this.#next++}` });
+    return { decision, worker: this.#index.get(decision.workerId)! };
+  }
+
+  /**
+   * Schedules the first token and end of the request `route` returned last, given the blocks it
+   * hit and its output length.
+   */
+  started(nowMs: number, blocks: number, hit: number, outputTokens: number): void {
+    const n = this.#next - 1;
     const prefillDone = nowMs + (blocks - hit) * this.#blockSize * this.#prefillMsPerToken;
-    this.#push(prefillDone, PREFILL_DONE, requestId);
-    this.#push(prefillDone + outputTokens * this.#decodeMsPerToken, FINISHED, requestId);
-  }
-
-  #before(a: number, b: number): boolean {
-    const x = this.#at[a]!;
-    const y = this.#at[b]!;
-    return x < y || (x === y && this.#kind[a]! < this.#kind[b]!);
-  }
-
-  #push(at: number, kind: number, id: string): void {
-    this.#at.push(at);
-    this.#kind.push(kind);
-    this.#id.push(id);
-    let i = this.#at.length - 1;
-    while (i > 0) {
-      const p = (i - 1) >> 1;
-      if (!this.#before(i, p)) break;
-      this.#swap(i, p);
-      i = p;
-    }
-  }
-
-  #pop(): void {
-    const last = this.#at.length - 1;
-    this.#swap(0, last);
-    this.#at.pop();
-    this.#kind.pop();
-    this.#id.pop();
-    let i = 0;
-    for (;;) {
-      const l = 2 * i + 1;
-      if (l >= last) break;
-      const c = l + 1 < last && this.#before(l + 1, l) ? l + 1 : l;
-      if (!this.#before(c, i)) break;
-      this.#swap(c, i);
-      i = c;
-    }
-  }
-
-  #swap(a: number, b: number): void {
-    const t = this.#at[a]!;
-    this.#at[a] = this.#at[b]!;
-    this.#at[b] = t;
-    const k = this.#kind[a]!;
-    this.#kind[a] = this.#kind[b]!;
-    this.#kind[b] = k;
-    const s = this.#id[a]!;
-    this.#id[a] = this.#id[b]!;
-    this.#id[b] = s;
+    this.#due.push(prefillDone, 2 * n + PREFILL_DONE);
+    this.#due.push(prefillDone + outputTokens * this.#decodeMsPerToken, 2 * n + 1);
   }
 }

@@ -276,7 +276,7 @@ class ReplayRun {
       if (decision.overlaps[i]! > 0) scores.set(c.workerId, decision.overlaps[i]!);
     });
     const served = sim.serve(prepared, scores, worker);
-    routing.started(decision.requestId, req.timestamp, served.blocks, served.hit, req.outputLength);
+    routing.started(req.timestamp, served.blocks, served.hit, req.outputLength);
     this.requests++;
     this.mismatches += served.mismatches > 0 ? 1 : 0;
     this.requestBlocks += served.blocks;
