@@ -83,6 +83,11 @@ describe('KvRouter: decisions and lifecycle', () => {
     expect(code(() => new KvRouter({ indexer: new RadixTree(), blockSize: BS }).route(tokens(1, 2)))).toBe(ErrorCode.NoWorkers);
     expect(code(() => router.route([1, -2, 3, 4]))).toBe(ErrorCode.InvalidField);
     expect(code(() => new KvRouter({ indexer: new RadixTree(), blockSize: 0 }))).toBe(ErrorCode.InvalidOption);
+    expect(code(() => router.route(tokens(1, 2), { candidates: 'x' as never }))).toBe(ErrorCode.InvalidField);
+    expect(code(() => router.route(tokens(1, 2), { candidates: [{ workerId: 5 as never, dpRank: 0 }] }))).toBe(ErrorCode.InvalidField);
+    expect(code(() => router.route(tokens(1, 2), { overrides: 5 as never }))).toBe(ErrorCode.InvalidOption);
+    expect(code(() => router.route(tokens(1, 2), { expectedOutputTokens: -1 }))).toBe(ErrorCode.InvalidField);
+    expect(code(() => router.route(null as never))).toBe(ErrorCode.InvalidField);
     expect(router.sequences.size).toBe(1); // only 'x': nothing of the failed calls was recorded
   });
 

@@ -25,6 +25,7 @@ import { ActiveSequences } from './active-sequences.js';
 import { ApproxIndex } from './approx-index.js';
 import type { ActiveSequenceEvent } from './sequence-event.js';
 import {
+  checkCandidate,
   resolveSelectorConfig,
   selectResolved,
   type CandidateLoad,
@@ -200,6 +201,8 @@ export class KvRouter {
     if (typeof requestId !== 'string') throw new KvIndexError(ErrorCode.InvalidField, 'requestId: expected a string');
     if (this.#sequences.has(requestId)) throw new KvIndexError(ErrorCode.DuplicateRequest, `requestId ${JSON.stringify(requestId)} is already in flight`);
     const candidates = options.candidates ?? this.#workers;
+    if (!Array.isArray(candidates)) throw new KvIndexError(ErrorCode.InvalidField, 'candidates: expected an array');
+    for (let i = 0; i < candidates.length; i++) checkCandidate(candidates[i], i);
     if (candidates.length === 0) throw new KvIndexError(ErrorCode.NoWorkers, 'route: no candidate workers');
 
     const seq = computeSequenceHashes(local);

@@ -168,11 +168,13 @@ export function selectResolved(
   loads: readonly (CandidateLoad | undefined)[],
   c: ResolvedSelectorConfig,
 ): Selection {
+  if (!Array.isArray(candidates)) invalidField('candidates: expected an array');
   const n = candidates.length;
   if (n === 0) throw new KvIndexError(ErrorCode.NoWorkers, 'selectWorker: no candidate workers');
   const tokens = request.tokens;
   if (!Number.isSafeInteger(tokens) || tokens < 0) invalidField(`tokens: expected an integer >= 0, got ${String(tokens)}`);
   const o = request.overrides ?? null;
+  if (o !== null && (typeof o !== 'object' || Array.isArray(o))) invalidOption('overrides: expected an object or null');
   const credit = nonNegative('overrides.overlapScoreCredit', o?.overlapScoreCredit, c.overlapScoreCredit, 1);
   const scale = nonNegative('overrides.prefillLoadScale', o?.prefillLoadScale, c.prefillLoadScale);
   const temperature = nonNegative('overrides.temperature', o?.temperature, c.temperature);
@@ -184,11 +186,7 @@ export function selectResolved(
   const prefill = new Float64Array(n);
   let minPrefill = Infinity;
   for (let i = 0; i < n; i++) {
-    const cand = candidates[i]!;
-    if (typeof cand !== 'object' || cand === null || typeof cand.workerId !== 'bigint' || cand.workerId < 0n || cand.workerId > 0xffff_ffff_ffff_ffffn) {
-      invalidField(`candidates[${i}].workerId: expected a u64 bigint`);
-    }
-    if (!Number.isInteger(cand.dpRank) || cand.dpRank < 0 || cand.dpRank > 0xffff_ffff) invalidField(`candidates[${i}].dpRank: expected a u32, got ${String(cand.dpRank)}`);
+    checkCandidate(candidates[i], i);
     const p = loads[i]?.activePrefillTokens ?? 0;
     checkLoad(i, 'activePrefillTokens', p);
     prefill[i] = p;
@@ -224,6 +222,15 @@ export function selectResolved(
   const index = temperature === 0 ? minimumCost(costs, min, c.random) : softmaxSample(costs, min, max, temperature, c.random);
   const chosen = candidates[index]!;
   return { workerId: chosen.workerId, dpRank: chosen.dpRank, index, overlapBlocks: overlaps[index]!, requiredBlocks, costs, overlaps };
+}
+
+/** @internal Throws `InvalidField` unless `c` is a { u64 bigint workerId, u32 dpRank }. */
+export function checkCandidate(c: unknown, i: number): asserts c is WorkerCandidate {
+  const cand = c as WorkerCandidate;
+  if (typeof c !== 'object' || c === null || typeof cand.workerId !== 'bigint' || cand.workerId < 0n || cand.workerId > 0xffff_ffff_ffff_ffffn) {
+    invalidField(`candidates[${i}].workerId: expected a u64 bigint`);
+  }
+  if (!Number.isInteger(cand.dpRank) || cand.dpRank < 0 || cand.dpRank > 0xffff_ffff) invalidField(`candidates[${i}].dpRank: expected a u32, got ${String(cand.dpRank)}`);
 }
 
 function isTiered(o: ReadonlyMap<bigint, number> | TieredOverlap): o is TieredOverlap {
