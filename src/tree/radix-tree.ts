@@ -307,6 +307,9 @@ export class RadixTree {
    * `applyStored` calls it; a shard storing a large event in ranges calls it after the last.
    * A scan of the nodes builds the heap, O(nodes), once per eviction; an eviction frees
    * `1 - lowWaterRatio` of the budget, so that is O(1 / (1 - ratio)) per stored pair.
+   * Measured (640k blocks stored as 20k events of 32 blocks by 8 workers, second of two runs):
+   * 352 ns per block without a budget, 331 with `maxPairs` 100k (370k evictions), 323 with 20k
+   * (538k): the scans cost less than the growth they avoid.
    */
   enforceBudget(): void {
     if (this.pairs <= this.maxPairs) return;
