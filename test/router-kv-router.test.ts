@@ -210,6 +210,24 @@ describe('KvRouter: approximate and predicted indexes', () => {
 });
 
 describe('KvRouter: through shard threads', () => {
+  it('approximate mode over 2 shards: the decision reaches the shards and the next identical prompt hits', async () => {
+    const clock = { t: 0 };
+    const ix = await ShardedIndexer.create({ shards: 2, blockSize: BS });
+    open.push(ix);
+    const router = new KvRouter({ indexer: ix, blockSize: BS, workers, approximate: true, now: () => clock.t, random: seededRandom(8) });
+    const t = tokens(1, 8);
+    const first = router.route(t);
+    router.free(first.requestId);
+    const second = router.route(t);
+    expect(second.workerId).toBe(first.workerId);
+    expect(second.overlapBlocks).toBe(8);
+    router.free(second.requestId);
+    clock.t = 200_000;
+    router.free(router.route(tokens(5000, 1)).requestId); // expires the 8 blocks
+    await ix.flush();
+    expect((await ix.stats()).reduce((n, s) => n + s.pairs, 0)).toBe(1); // only the last prompt's block
+  });
+
   it('2 shards give the decisions of an in-thread indexer on the same events', async () => {
     const local = await ShardedIndexer.create({ shards: 0, blockSize: BS });
     const sharded = await ShardedIndexer.create({ shards: 2, blockSize: BS });
