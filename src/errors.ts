@@ -35,6 +35,10 @@ export const ErrorCode = {
   NatsRequestFailed: 'KVX_NATS_REQUEST_FAILED',
   /** A findMatches request over NATS had a bad body, or its reply reported an error. */
   NatsBadQuery: 'KVX_NATS_BAD_QUERY',
+  /** A routing decision was asked for with no candidate worker. */
+  NoWorkers: 'KVX_NO_WORKERS',
+  /** `route` was given the id of a request that is still in flight. */
+  DuplicateRequest: 'KVX_DUPLICATE_REQUEST',
 } as const;
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

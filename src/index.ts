@@ -1,7 +1,7 @@
 /**
  * kvindex: a KV-cache-aware router indexer, wire-compatible with NVIDIA Dynamo's KV router.
  * This is the curated public surface of the core (events, hashing, snapshots, the tree, the
- * indexer, errors); the adapters have their own entry points, `kvindex/nats` (src/nats/index.ts)
+ * indexer, the routing decision, errors); the adapters have their own entry points, `kvindex/nats` (src/nats/index.ts)
  * and `kvindex/trace` (src/trace/index.ts). Everything not listed is internal.
  */
 
@@ -18,6 +18,12 @@ export { computeBlockHashes, computeSequenceHashes, XXH3_SEED } from './hash/blo
 export { RadixTree } from './tree/radix-tree.js';
 export { createMatchResult, MatchResult } from './tree/match-result.js';
 export { ShardedIndexer } from './indexer/sharded-indexer.js';
+export { KvRouter } from './router/kv-router.js';
+export { selectWorker } from './router/select-worker.js';
+export { ActiveSequences } from './router/active-sequences.js';
+export { ApproxIndex } from './router/approx-index.js';
+export { formatActiveSequenceEvent, parseActiveSequenceEvent } from './router/sequence-event.js';
+export { seededRandom } from './router/random.js';
 
 // Types
 export type {
@@ -38,3 +44,22 @@ export type { DumpSink } from './tree/dump.js';
 export type { Indexer, IndexerEvents } from './indexer/indexer.js';
 export type { ShardedIndexerOptions } from './indexer/sharded-indexer.js';
 export type { ShardStats } from './shard/wire/messages.js';
+export type { KvRouterOptions, RouteOptions, RouteDecision, RouterIndex } from './router/kv-router.js';
+export type {
+  WorkerCandidate,
+  CandidateLoad,
+  TieredOverlap,
+  RouteOverrides,
+  SelectorConfig,
+  SelectionRequest,
+  Selection,
+} from './router/select-worker.js';
+export type {
+  ActiveSequencesOptions,
+  AddRequestOptions,
+  SequenceLoad,
+  ActiveSequencesStats,
+} from './router/active-sequences.js';
+export type { ApproxIndexOptions, ApproxIndexStats, ApproxTarget } from './router/approx-index.js';
+export type { ActiveSequenceEvent, ActiveSequenceEventData } from './router/sequence-event.js';
+export type { RandomSource } from './router/random.js';

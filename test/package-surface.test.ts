@@ -21,10 +21,12 @@ const EXPECTED: Record<string, string[]> = {
     'SnapshotDecodeError', 'U64_MAX', 'XXH3_SEED', 'computeBlockHashes', 'computeSequenceHashes',
     'createMatchResult', 'createSnapshotWriter', 'decodeSnapshot', 'encodeSnapshot', 'formatRouterEvent',
     'iterateSnapshot', 'mergeSnapshots', 'parseJsonLossless', 'parseRecorderLine', 'parseRouterEvent',
+    'KvRouter', 'selectWorker', 'ActiveSequences', 'ApproxIndex', 'formatActiveSequenceEvent',
+    'parseActiveSequenceEvent', 'seededRandom',
   ],
   'kvindex/nats': [
     'KvEventPublisher', 'KvEventSubscriber', 'KvQueryService', 'NatsError', 'NatsErrorCode',
-    'connectNats', 'kvNames', 'requestFindMatches',
+    'connectNats', 'kvNames', 'requestFindMatches', 'KvRouteService', 'routeSubjects',
   ],
   'kvindex/trace': ['ClusterSim', 'deriveWorkerIds', 'parseTraceLine', 'readTraceFile', 'readWorkload'],
 };

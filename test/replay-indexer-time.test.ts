@@ -33,8 +33,8 @@ describe.each([
       },
     });
     expect(s.kind).toBe(kind);
-    expect(s.events).toBe(58);
-    expect(seen).toHaveLength(58);
+    expect(s.events).toBe(62);
+    expect(seen).toHaveLength(62);
     // The hook runs just before each event is enqueued: the first enqueue opened the busy span
     // before the second call, and the span closed after the flush, after the last call.
     expect(s.indexerMs).toBeGreaterThanOrEqual(seen[57]! - seen[1]!);

@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { ClusterSimOptions } from '../trace/cluster-sim.js';
+import type { ReplayRoutingOptions } from './replay-routing.js';
 
 export const REPLAY_USAGE = `usage: kvindex replay [file] [options]
 
@@ -17,7 +18,10 @@ simulation (traces only):
   --cache-blocks N    KV cache per worker, in blocks (default 16384)
   --block-size N      tokens per block (default 64)
   --sub-blocks N      blocks per 512-token trace block (default and max: 512 / block size)
-  --seed N            u64 seed of the synthetic tokens and worker ids (default 0)
+  --seed N            u64 seed of the synthetic tokens, worker ids and routing draws (default 0)
+routing (traces only; the product's KvRouter decides):
+  --temperature X     selector temperature, 0 = minimum cost (default 0)
+  --credit X          overlap score credit per cached block, 0..1 (default 1)
 indexer and replay:
   --shards N          indexer shard threads, 0 = in-thread (default 0)
   --speed X           honour input timestamps compressed X times (default: as fast as possible)
@@ -44,6 +48,7 @@ export interface ReplayCliOptions {
   /** HTML report output, or null. */
   report: string | null;
   sim: ClusterSimOptions;
+  routing: ReplayRoutingOptions;
 }
 
 /** A command-line mistake: exit code 2 with this message. */
@@ -83,6 +88,8 @@ export function parseReplayArgs(args: string[]): ReplayCliOptions | null {
         'block-size': { type: 'string' },
         'sub-blocks': { type: 'string' },
         seed: { type: 'string' },
+        temperature: { type: 'string' },
+        credit: { type: 'string' },
         shards: { type: 'string' },
         speed: { type: 'string' },
         limit: { type: 'string' },
@@ -120,6 +127,17 @@ export function parseReplayArgs(args: string[]): ReplayCliOptions | null {
     if (!/^[0-9]+$/.test(v.seed) || BigInt(v.seed) > 0xffff_ffff_ffff_ffffn) throw new UsageError(`--seed: expected a u64 integer, got '${v.seed}'`);
     sim.seed = BigInt(v.seed);
   }
+  const routing: ReplayRoutingOptions = {};
+  const real = (name: string, text: string | undefined, max: number): number | undefined => {
+    if (text === undefined) return undefined;
+    const x = /^[0-9]+(\.[0-9]+)?$/.test(text) ? Number(text) : NaN;
+    if (!(x >= 0 && x <= max)) throw new UsageError(`--${name}: expected a number in 0..${max}, got '${text}'`);
+    return x;
+  };
+  const temperature = real('temperature', v.temperature, 1e6);
+  if (temperature !== undefined) routing.temperature = temperature;
+  const credit = real('credit', v.credit, 1);
+  if (credit !== undefined) routing.credit = credit;
   let speed = Infinity;
   if (v.speed !== undefined && v.speed !== 'max') {
     speed = Number(v.speed);
@@ -135,5 +153,6 @@ export function parseReplayArgs(args: string[]): ReplayCliOptions | null {
     record: v.record ?? null,
     report: v.report ?? null,
     sim,
+    routing,
   };
 }

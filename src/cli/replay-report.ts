@@ -39,6 +39,7 @@ export function replayJson(s: ReplaySummary): Record<string, unknown> {
     badLineNumbers: s.badLineNumbers,
   };
   if (s.mismatches !== null) out['mismatches'] = s.mismatches;
+  if (s.routing !== null) out['routing'] = s.routing;
   if (s.sim !== null) {
     const c = s.sim;
     out['sim'] = {
@@ -62,6 +63,7 @@ export function replayTable(s: ReplaySummary): string {
     const c = s.sim;
     rows.push(['fleet', `${c.workers} workers x ${formatInt(c.cacheBlocks)} blocks of ${c.blockSize} tokens, ${c.subBlocks} block${c.subBlocks === 1 ? '' : 's'} per trace block, seed ${c.seed}`]);
   }
+  if (s.routing !== null) rows.push(['router', `KvRouter, temperature ${s.routing.temperature}, overlap credit ${s.routing.credit}`]);
   const pace = s.speed === null ? 'as fast as possible' : `timestamps / ${s.speed}`;
   rows.push(['indexer', `${s.shards === 0 ? 'in-thread' : `${s.shards} shard threads`}, ${pace}`]);
   rows.push(['', '']);

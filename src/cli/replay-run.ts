@@ -2,9 +2,10 @@
  * The engine of `kvindex replay`: reads a trace, a recorded event stream or a replay workload,
  * drives a `ShardedIndexer` with it and measures what the indexer did. Input kinds are told
  * from the first valid line (see `src/trace/input-kind.ts`):
- * - trace: every request is expanded by the cluster simulation, looked up in the indexer (the
- *   routing decision uses those scores), and the chosen worker's events are applied; every
- *   worker's score is also checked against the simulation's cache model (`mismatches`);
+ * - trace: every request is expanded by the cluster simulation and routed by a `KvRouter` over
+ *   the indexer (replay-routing.ts: the product's decision, with in-flight loads), and the
+ *   chosen worker's events are applied; every worker's score is also checked against the
+ *   simulation's cache model (`mismatches`);
  * - recorder / events: every event is applied;
  * - workload: `match` lines are looked up and compared with `expect` (`mismatches`), `event`
  *   lines applied.
@@ -28,6 +29,7 @@ import { openLineSource, type LineSource } from '../trace/line-source.js';
 import { traceRequestFrom } from '../trace/mooncake.js';
 import { parseWorkloadLine } from '../trace/workload.js';
 import { IndexerClock } from './indexer-clock.js';
+import { ReplayRouting, type ReplayRoutingOptions } from './replay-routing.js';
 import { LatencyLog, type ReplaySummary, type ReplayProgress } from './replay-summary.js';
 import type { RequestSample } from './replay-timeline.js';
 
@@ -43,6 +45,8 @@ export interface ReplayRunOptions {
   limit: number;
   /** Cluster simulation of a trace (ignored for other inputs). */
   sim: ClusterSimOptions;
+  /** How the trace's requests are routed (KvRouter settings; traces only). */
+  routing?: ReplayRoutingOptions;
   /** Called about every 100 ms of replay with the counters so far. */
   onProgress?: (p: ReplayProgress) => void;
   /**
@@ -93,6 +97,7 @@ class ReplayRun {
   private readonly latency = new LatencyLog();
   private readonly pacer: Pacer;
   private sim: ClusterSim | null = null;
+  private routing: ReplayRouting | null = null;
   private kind: InputKind | null = null;
   private lines = 0;
   private requests = 0;
@@ -160,6 +165,10 @@ class ReplayRun {
       shards: this.options.shards,
       speed: this.options.speed === Infinity ? null : this.options.speed,
       sim: this.sim === null ? null : this.sim.config,
+      routing: this.routing === null ? null : {
+        temperature: this.options.routing?.temperature ?? 0,
+        credit: this.options.routing?.credit ?? 1,
+      },
       requests: this.requests,
       events: this.events,
       cleared: this.cleared,
@@ -215,7 +224,10 @@ class ReplayRun {
       return;
     }
     this.kind = kind;
-    if (kind === InputKind.Trace) this.sim = new ClusterSim(this.options.sim);
+    if (kind === InputKind.Trace) {
+      this.sim = new ClusterSim(this.options.sim);
+      this.routing = new ReplayRouting(this.indexer, this.sim.config, this.options.routing ?? {});
+    }
     await this.handle(kind, text, line, value);
   }
 
@@ -261,8 +273,15 @@ class ReplayRun {
     this.lastTimestamp = req.timestamp;
     await this.pacer.wait(req.timestamp, this.settleBeforeSleep);
     const prepared = sim.prepare(req);
-    const scores = await this.lookup(prepared.local);
-    const served = sim.serve(prepared, scores);
+    const routing = this.routing!;
+    routing.advance(req.timestamp);
+    const { decision, worker } = this.route(routing, prepared.local, prepared.tokens.length);
+    const scores = new Map<bigint, number>();
+    decision.candidates.forEach((c, i) => {
+      if (decision.overlaps[i]! > 0) scores.set(c.workerId, decision.overlaps[i]!);
+    });
+    const served = sim.serve(prepared, scores, worker);
+    routing.started(req.timestamp, served.blocks, served.hit, req.outputLength);
     this.requests++;
     this.mismatches += served.mismatches > 0 ? 1 : 0;
     this.requestBlocks += served.blocks;
@@ -326,6 +345,24 @@ class ReplayRun {
   private readonly settleBeforeSleep = async (): Promise<void> => {
     if (this.clock.busy) await this.flush();
   };
+
+  /**
+   * The routing decision, on the calling thread. The lookup inside it waits until the shards
+   * applied every event sent before it (read-your-writes), so the indexer is idle after it.
+   * The lookup's own time is the latency logged; the indexer time also holds the selection
+   * (a few microseconds per request, see bench/route.bench.ts).
+   */
+  private route(routing: ReplayRouting, local: BigUint64Array, tokens: number): ReturnType<ReplayRouting['route']> {
+    this.clock.begin();
+    const r = routing.route(local, tokens);
+    this.clock.idle();
+    this.latency.push(r.decision.lookupUs);
+    this.lastLookupUs = r.decision.lookupUs;
+    let best = 0;
+    for (const s of r.decision.overlaps) if (s > best) best = s;
+    this.matched += best;
+    return r;
+  }
 
   private async lookup(seq: BigUint64Array): Promise<Map<bigint, number>> {
     this.clock.begin();

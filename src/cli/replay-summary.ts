@@ -15,6 +15,8 @@ export interface ReplaySummary {
   speed: number | null;
   /** The cluster simulation's settings (traces only). */
   sim: ClusterSimConfig | null;
+  /** The KvRouter's settings (traces only). */
+  routing: { temperature: number; credit: number } | null;
   /** Valid requests of a trace, lookups (`match` ops) of a workload, 0 for event streams. */
   requests: number;
   /** Events applied to the indexer. */

@@ -68,6 +68,7 @@ export async function main(args: string[]): Promise<number> {
     strict: options.strict,
     limit: options.limit,
     sim: options.sim,
+    routing: options.routing,
   };
   if (bar.active) {
     run.onProgress = (p) => {

@@ -9,6 +9,7 @@
 import { parseArgs } from 'node:util';
 import { pino, type Logger } from 'pino';
 import { KvQueryService } from '../nats/query.js';
+import { KvRouteService } from '../nats/route-service.js';
 import { KvEventSubscriber } from '../nats/subscriber.js';
 import { checkEncoding } from '../nats/snapshot.js';
 import { reason } from '../nats/errors.js';
@@ -31,6 +32,8 @@ const USAGE = `usage: kvindex serve [options]
   --keep-consumer            keep the durable consumer on exit (default: delete it, as Dynamo does)
   --max-age <s>              max_age of the stream when serve creates it (default: 3600)
   --connect-timeout <ms>     give up connecting to NATS after this long (default: 5000)
+  --route-workers <ids>      also answer route, mark_prefill and free for these candidate workers
+                             (u64 ids, comma-separated; KvRouter, see docs/routing.md)
   --log-level <level>        pino level: debug, info, warn, error (default: info)
   --help                     print this
 requests: subject namespace-<ns>-component-<comp>.kvindex.find, body {"tokens":[...]} or
@@ -52,6 +55,7 @@ interface ServeArgs {
   maxAgeS: number;
   connectTimeoutMs: number;
   logLevel: string;
+  routeWorkers: bigint[] | null;
 }
 
 class UsageError extends Error {}
@@ -76,6 +80,7 @@ function parse(args: string[]): ServeArgs | 'help' {
       'max-age': { type: 'string' },
       'connect-timeout': { type: 'string' },
       'log-level': { type: 'string' },
+      'route-workers': { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -113,7 +118,17 @@ function parse(args: string[]): ServeArgs | 'help' {
     maxAgeS: int('max-age', values['max-age'], 3600, 1),
     connectTimeoutMs: int('connect-timeout', values['connect-timeout'], 5_000, 1),
     logLevel: level,
+    routeWorkers: routeWorkersOf(values['route-workers']),
   };
+}
+
+function routeWorkersOf(text: string | undefined): bigint[] | null {
+  if (text === undefined) return null;
+  const ids = text.split(',');
+  if (!ids.every((id) => /^[0-9]{1,20}$/.test(id) && BigInt(id) <= 0xffff_ffff_ffff_ffffn)) {
+    throw new UsageError(`--route-workers: expected comma-separated u64 ids, got '${text}'`);
+  }
+  return ids.map((id) => BigInt(id));
 }
 
 export async function main(args: string[]): Promise<number> {
@@ -157,9 +172,16 @@ export async function main(args: string[]): Promise<number> {
     appliedSeq: () => sub.lastAppliedSeq,
     logger,
   });
+  const routes = a.routeWorkers === null ? null : KvRouteService.start(sub.connection, sub.names, {
+    indexer,
+    blockSize: a.blockSize,
+    workers: a.routeWorkers.map((workerId) => ({ workerId, dpRank: 0 })),
+    logger,
+  });
   logger.info(
     {
       stream: sub.names.stream,
+      routeSubject: routes?.subjects.route ?? null,
       consumer: sub.consumerName,
       querySubject: query.subject,
       bucket: sub.names.bucket,
@@ -174,6 +196,7 @@ export async function main(args: string[]): Promise<number> {
   );
   const outcome = await waitForStop(sub, logger);
   await query.stop();
+  await routes?.stop();
   await sub.close();
   await indexer.close();
   logger.info({ ...sub.stats(), queries: query.stats() }, 'kvindex serve stopped');

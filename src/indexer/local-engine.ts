@@ -22,8 +22,11 @@ export class LocalEngine implements Engine {
   #writer: SnapshotWriter | null = null;
   #closed = false;
 
-  constructor(expirationMs: number | undefined) {
-    this.#tree = new RadixTree(expirationMs === undefined ? {} : { expirationMs });
+  constructor(expirationMs: number | undefined, maxPairs?: number) {
+    this.#tree = new RadixTree({
+      ...(expirationMs === undefined ? {} : { expirationMs }),
+      ...(maxPairs === undefined ? {} : { maxPairs }),
+    });
   }
 
   applyEvent(event: RouterEvent): void {
@@ -82,7 +85,7 @@ export class LocalEngine implements Engine {
   async stats(): Promise<ShardStats[]> {
     this.#check();
     const t = this.#tree;
-    return [{ workers: t.workers().length, pairs: t.size, nodes: t.nodeCount, events: { ...this.#counts }, malformed: 0, bytes: t.bytes }];
+    return [{ workers: t.workers().length, pairs: t.size, nodes: t.nodeCount, events: { ...this.#counts }, malformed: 0, bytes: t.bytes, evicted: t.evicted }];
   }
 
   async flush(): Promise<void> {

@@ -12,6 +12,13 @@ export interface ShardedIndexerOptions {
   blockSize: number;
   /** Frequency window of `findMatches` (see RadixTree). */
   expirationMs?: number;
+  /**
+   * Hard memory budget in (worker, block) pairs across all shards (split evenly: each shard
+   * holds at most `floor(maxPairs / shards)`). Over it, the least recently stored leaf blocks
+   * are evicted, each as if its workers had removed it, down to 90 %; evictions are counted in
+   * `stats()[i].evicted`. Default: no budget.
+   */
+  maxPairs?: number;
   logger?: Logger;
   /** Backlog (queued + in-flight events) above which `needsDrain` is set. Default 65,536. */
   highWaterEvents?: number;
@@ -49,6 +56,9 @@ export function checkOptions(o: ShardedIndexerOptions): void {
   if (!Number.isInteger(o.blockSize) || o.blockSize < 1) bad(`blockSize: expected a positive integer, got ${String(o.blockSize)}`);
   if (o.expirationMs !== undefined && !(Number.isFinite(o.expirationMs) && o.expirationMs >= 0)) {
     bad(`expirationMs: expected a finite number >= 0, got ${String(o.expirationMs)}`);
+  }
+  if (o.maxPairs !== undefined && !(Number.isSafeInteger(o.maxPairs) && o.maxPairs >= Math.max(1, o.shards))) {
+    bad(`maxPairs: expected an integer >= max(1, shards), got ${String(o.maxPairs)}`);
   }
   if (o.highWaterEvents !== undefined && !(Number.isInteger(o.highWaterEvents) && o.highWaterEvents > 0)) {
     bad(`highWaterEvents: expected a positive integer, got ${String(o.highWaterEvents)}`);

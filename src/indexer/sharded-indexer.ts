@@ -57,11 +57,12 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
       (ix as EventEmitter | null)?.emit(r[0], ...r.slice(1));
     };
     const engine: Engine = thread === null
-      ? new LocalEngine(options.expirationMs)
+      ? new LocalEngine(options.expirationMs, options.maxPairs)
       : await ThreadedEngine.start(
         {
           shards: options.shards,
           expirationMs: options.expirationMs,
+          maxPairs: options.maxPairs,
           logger: options.logger ?? null,
           highWaterEvents: options.highWaterEvents ?? 65_536,
           batchWords: options.batchWords ?? 64 * 1024,

@@ -1,5 +1,5 @@
 /**
- * kvindex/nats: the NATS JetStream adapter (subscriber, publisher, lookup service), wire-compatible
+ * kvindex/nats: the NATS JetStream adapter (subscriber, publisher, lookup and routing services), wire-compatible
  * with Dynamo's KV router. A separate entry point so that `import 'kvindex'` does not load the
  * NATS client. Curated like src/index.ts: everything not listed here is internal.
  */
@@ -8,6 +8,7 @@
 export { KvEventSubscriber } from './subscriber.js';
 export { KvEventPublisher } from './publisher.js';
 export { KvQueryService, requestFindMatches } from './query.js';
+export { KvRouteService, routeSubjects } from './route-service.js';
 export { kvNames } from './names.js';
 export { connectNats } from './connect.js';
 export { NatsError, NatsErrorCode } from './errors.js';
@@ -17,4 +18,5 @@ export type { KvEventSubscriberOptions, SubscriberStats } from './subscriber-opt
 export type { KvEventPublisherOptions, PublishOptions } from './publisher.js';
 export type { FindQuery, FindRequest, QueryServiceOptions, RemoteScores } from './query.js';
 export type { KvNames } from './names.js';
+export type { RouteServiceOptions, RouteSubjects } from './route-service.js';
 export type { NatsConnectOptions } from './connect.js';

@@ -59,6 +59,8 @@ export interface ClusterSimConfig {
 /** A request expanded into blocks, ready for a lookup. */
 export interface PreparedRequest {
   request: TraceRequest;
+  /** The request's tokens (full blocks): a view that the next `prepare` overwrites. */
+  tokens: Uint32Array;
   /** LocalBlockHash per block: what the router looks up. */
   local: BigUint64Array;
   /** Sequence hash per block: the engines' external block hashes. */
@@ -192,15 +194,19 @@ export class ClusterSim {
       left -= blocks;
     }
     const local = computeBlockHashes(tokens.subarray(0, total), blockSize);
-    return { request, local, seq: computeSequenceHashes(local) };
+    return { request, tokens: tokens.subarray(0, total), local, seq: computeSequenceHashes(local) };
   }
 
   /**
    * Routes a prepared request on the indexer's `scores` (worker id -> leading blocks held),
    * updates the chosen worker's cache and returns its events. Also compares every worker's
-   * score with its cache model (`mismatches`).
+   * score with its cache model (`mismatches`). With `chosen` (a worker index, e.g. a
+   * `KvRouter`'s decision) the request goes there and the built-in routing model is bypassed.
    */
-  serve(prepared: PreparedRequest, scores: ReadonlyMap<bigint, number>): ServedRequest {
+  serve(prepared: PreparedRequest, scores: ReadonlyMap<bigint, number>, chosen?: number): ServedRequest {
+    if (chosen !== undefined && !(Number.isInteger(chosen) && chosen >= 0 && chosen < this.config.workers)) {
+      invalid(`chosen: expected a worker index in 0..${this.config.workers - 1}, got ${String(chosen)}`);
+    }
     const c = this.config;
     const { request, seq, local } = prepared;
     const n = seq.length;
@@ -215,15 +221,20 @@ export class ClusterSim {
       if (m !== s) mismatches++;
       if (m > oracle) oracle = m;
     }
-    this.router.advance(request.timestamp);
-    const w = this.router.choose(n, this.hits);
+    let w: number;
+    if (chosen === undefined) {
+      this.router.advance(request.timestamp);
+      w = this.router.choose(n, this.hits);
+    } else {
+      w = chosen;
+    }
     const cache = this.caches[w]!;
     const hit = cache.match(words, n); // re-run so the cache remembers this request's slots
     const stored = Math.min(n, c.cacheBlocks);
     const evicted = this.evicted;
     evicted.length = 0;
     cache.serve(words, hit, stored, evicted); // hit <= stored: a cache never holds more than C
-    this.router.start(w, request.timestamp, n, (n - hit) * c.blockSize, request.outputLength);
+    if (chosen === undefined) this.router.start(w, request.timestamp, n, (n - hit) * c.blockSize, request.outputLength);
 
     const workerId = ids[w]!;
     const events: RouterEvent[] = [];

@@ -11,7 +11,7 @@
  * other block and are reached last (and the guard below asserts they never are).
  */
 import { ErrorCode, KvIndexError } from '../errors.js';
-import { LeafHeap } from './leaf-heap.js';
+import { LeafHeap } from '../tree/leaf-heap.js';
 import { U64SlotMap } from './u64-slot-map.js';
 
 const NO_PARENT = -1;

@@ -44,6 +44,8 @@ export type EngineReport =
 export interface ThreadedEngineOptions {
   shards: number;
   expirationMs: number | undefined;
+  /** The indexer's pair budget, split evenly over the shards (undefined: none). */
+  maxPairs: number | undefined;
   logger: Logger | null;
   highWaterEvents: number;
   batchWords: number;
@@ -101,7 +103,11 @@ export class ThreadedEngine {
       Array.from({ length: options.shards }, (_, i) =>
         ThreadShard.start(
           i, options.thread,
-          { shard: i, expirationMs: options.expirationMs ?? null, board: board.shape, initialCapacity: null },
+          {
+            shard: i, expirationMs: options.expirationMs ?? null, board: board.shape, initialCapacity: null,
+            // An even split keeps the sum within the budget; a skewed shard evicts before the others.
+            maxPairs: options.maxPairs === undefined ? null : Math.floor(options.maxPairs / options.shards),
+          },
           (ack) => engine?.onAck(i, ack),
           (err) => engine?.onShardFailed(err),
         ),

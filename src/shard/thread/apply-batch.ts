@@ -87,6 +87,7 @@ function storeInRanges(tree: RadixTree, words: Uint32Array, i: number, counts: S
       try {
         tree.commitEdges();
         tree.storeRange(worker, words, i + 7, from, Math.min(n, from + budget));
+        if (from + budget >= n) tree.enforceBudget(); // the pair budget, once the event is whole
       } finally {
         unlockTree(header);
       }

@@ -50,6 +50,7 @@ export class ShardCore {
       shared: true,
       ...(init.expirationMs === null ? {} : { expirationMs: init.expirationMs }),
       ...(init.initialCapacity === null ? {} : { initialCapacity: init.initialCapacity }),
+      ...(init.maxPairs === null ? {} : { maxPairs: init.maxPairs }),
     });
     this.layout = this.tree.layout!;
     this.header = new Int32Array(this.layout.header);
@@ -209,6 +210,7 @@ export class ShardCore {
           events: { ...this.counts },
           malformed: this.malformed,
           bytes: this.tree.bytes,
+          evicted: this.tree.evicted,
         };
         return [stats, []];
       }

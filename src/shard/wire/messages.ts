@@ -12,6 +12,8 @@ import type { StatusCounts } from './event-batch.js';
 export interface ShardInit {
   shard: number;
   expirationMs: number | null;
+  /** This shard's share of the indexer's `maxPairs`, or null for no budget. */
+  maxPairs: number | null;
   /** Shared memory for lookup replies (board-layout.ts). */
   board: ReplyBoardShape;
   /** Initial node and edge capacity of the tree (null: the default; tests force growth). */
@@ -61,6 +63,8 @@ export interface ShardStats {
   malformed: number;
   /** Bytes held by the shard tree's typed arrays. */
   bytes: number;
+  /** Pairs evicted by the `maxPairs` budget (each as if its worker removed the block). */
+  evicted: number;
 }
 
 /** Scores of one shard: (workerLo, workerHi, score) triples, plus the frequency trail. */

@@ -1,6 +1,7 @@
 /**
- * A binary min-heap of (stamp, slot) entries in typed arrays: the LRU order of the evictable
- * leaves of one simulated worker cache. Entries are never updated in place; a cache pushes a
+ * A binary min-heap of (stamp, slot) entries in typed arrays: the LRU order of evictable leaves
+ * (a simulated worker cache's blocks, src/trace/worker-cache.ts; the tree's nodes under a pair
+ * budget, radix-tree.ts). Entries are never updated in place; a cache pushes a
  * fresh entry when a block becomes a leaf or a leaf is touched, and validates what it pops
  * (lazy deletion), which keeps every operation O(log n) without a position index.
  */

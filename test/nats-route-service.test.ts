@@ -1,0 +1,89 @@
+/**
+ * KvRouteService against a real nats-server: route / mark_prefill / free over request/reply
+ * with u64 worker ids exact in both directions, typed error replies, and two replicas sharing
+ * their in-flight requests through ActiveSequenceEvent messages.
+ */
+import { describe, expect, it } from 'vitest';
+import { ErrorCode } from '../src/errors.js';
+import { computeBlockHashes, computeSequenceHashes } from '../src/hash/block-hash.js';
+import { NatsErrorCode } from '../src/nats/errors.js';
+import { kvNames } from '../src/nats/names.js';
+import { KvRouteService } from '../src/nats/route-service.js';
+import { parseJsonLossless, type JsonObject } from '../src/protocol/json-value.js';
+import { seededRandom } from '../src/router/random.js';
+import { RadixTree } from '../src/tree/radix-tree.js';
+import { NATS_SKIP_MESSAGE, natsServerInstalled, useNatsServer } from './support/nats-server.js';
+
+const W1 = 18446744073709551557n; // above 2^53: a double would round it
+const W2 = 9007199254740993n;
+const BS = 4;
+const tokens = Array.from({ length: 16 }, (_, i) => 100 + i);
+const installed = natsServerInstalled();
+if (!installed) console.warn(NATS_SKIP_MESSAGE);
+
+async function until(check: () => boolean): Promise<void> {
+  // A liveness bound only: the test fails if the condition never holds, never on timing.
+  for (let i = 0; i < 6000 && !check(); i++) await new Promise((r) => setTimeout(r, 10));
+  expect(check()).toBe(true);
+}
+
+describe.skipIf(!installed)('KvRouteService over NATS', () => {
+  const env = useNatsServer();
+  const ask = async (subject: string, body: string): Promise<JsonObject> => {
+    const m = await env.nc.request(subject, new TextEncoder().encode(body), { timeout: 10_000 });
+    return parseJsonLossless(m.data) as JsonObject;
+  };
+
+  it('routes to the worker holding the prefix, then marks and frees the request', async () => {
+    const tree = new RadixTree();
+    const local = computeBlockHashes(tokens, BS);
+    const seq = computeSequenceHashes(local);
+    tree.applyEvent({ workerId: W1, event: { eventId: 0n, data: { type: 'stored', parentHash: null, blocks: Array.from(local, (tokensHash, i) => ({ blockHash: seq[i]!, tokensHash })) } } });
+    const names = kvNames('route1', 'backend');
+    const service = KvRouteService.start(env.nc, names, { indexer: tree, blockSize: BS, workers: [{ workerId: W2, dpRank: 0 }, { workerId: W1, dpRank: 0 }], random: seededRandom(1) });
+    try {
+      const r = await ask(service.subjects.route, `{"tokens":[${tokens.join(',')}],"request_id":"q1","expected_output_tokens":5}`);
+      expect(r).toMatchObject({ request_id: 'q1', worker_id: W1.toString(), dp_rank: 0n, overlap_blocks: 4n, required_blocks: 4n });
+      expect(r['candidates']).toEqual([{ worker_id: W2.toString(), dp_rank: 0n }, { worker_id: W1.toString(), dp_rank: 0n }]);
+      expect(r['costs']).toEqual([8n, 4n]);
+      expect(service.router.sequences.load(W1).activeRequests).toBe(1);
+      expect(await ask(service.subjects.markPrefill, '{"request_id":"q1"}')).toEqual({ ok: true });
+      expect(await ask(service.subjects.free, '{"request_id":"q1"}')).toEqual({ ok: true });
+      expect(await ask(service.subjects.free, '{"request_id":"q1"}')).toEqual({ ok: false });
+      expect(service.router.sequences.size).toBe(0);
+
+      const errorCode = async (subject: string, body: string): Promise<unknown> => ((await ask(subject, body))['error'] as JsonObject)['code'];
+      expect(await errorCode(service.subjects.route, '{"tokens":[1,-2]}')).toBe(NatsErrorCode.BadQuery);
+      expect(await errorCode(service.subjects.route, '{"hashes":["1"]}')).toBe(NatsErrorCode.BadQuery);
+      expect(await errorCode(service.subjects.route, 'not json')).toBe(NatsErrorCode.BadQuery);
+      expect(await errorCode(service.subjects.free, '{"request_id":7}')).toBe(NatsErrorCode.BadQuery);
+      expect(await errorCode(service.subjects.route, `{"tokens":[1,2,3,4],"overrides":{"router_temperature":-1}}`)).toBe(ErrorCode.InvalidOption);
+      await ask(service.subjects.route, '{"tokens":[1,2,3,4],"request_id":"dup"}');
+      expect(await errorCode(service.subjects.route, '{"tokens":[1,2,3,4],"request_id":"dup"}')).toBe(ErrorCode.DuplicateRequest);
+      expect(service.stats().failed).toBe(6);
+    } finally {
+      await service.stop();
+    }
+  });
+
+  it('replicas share in-flight requests: the second avoids the worker the first loaded', async () => {
+    const names = kvNames('route2', 'backend');
+    const workers = [{ workerId: W1, dpRank: 0 }, { workerId: W2, dpRank: 0 }];
+    const a = KvRouteService.start(env.nc, names, { indexer: new RadixTree(), blockSize: BS, workers, routerId: 1n });
+    const b = KvRouteService.start(env.nc, names, { indexer: new RadixTree(), blockSize: BS, workers, routerId: 2n });
+    try {
+      await env.nc.flush();
+      const first = a.router.route(tokens, { requestId: 'x' });
+      await until(() => b.router.sequences.load(first.workerId).activeRequests === 1);
+      expect(a.stats().replicaEvents).toBe(0); // its own event is skipped
+      const second = b.router.route(tokens, { requestId: 'y' });
+      expect(second.workerId).not.toBe(first.workerId);
+      await until(() => a.router.sequences.has('y'));
+      a.router.free('x');
+      await until(() => !b.router.sequences.has('x'));
+      expect(b.router.sequences.load(first.workerId).activeRequests).toBe(0);
+    } finally {
+      await Promise.all([a.stop(), b.stop()]);
+    }
+  });
+});
