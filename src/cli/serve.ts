@@ -32,6 +32,8 @@ const USAGE = `usage: kvindex serve [options]
   --max-age <s>              max_age of the stream when serve creates it (default: 3600)
   --connect-timeout <ms>     give up connecting to NATS after this long (default: 5000)
   --log-level <level>        pino level: debug, info, warn, error (default: info)
+  --http <[host:]port>       instead: the standalone indexer (ZMQ engine events, HTTP lookups);
+                             see 'kvindex serve --http 0 --help'
   --help                     print this
 requests: subject namespace-<ns>-component-<comp>.kvindex.find, body {"tokens":[...]} or
   {"hashes":["<u64>",...]}; reply {"scores":{"<worker_id>":n},"frequencies":[],"stream_seq":n}
@@ -117,6 +119,8 @@ function parse(args: string[]): ServeArgs | 'help' {
 }
 
 export async function main(args: string[]): Promise<number> {
+  // `--http` selects the standalone indexer (engine events over ZMQ, lookups over HTTP).
+  if (args.some((x) => x === '--http' || x.startsWith('--http='))) return (await import('./serve-http.js')).main(args);
   let a: ServeArgs | 'help';
   try {
     a = parse(args);
