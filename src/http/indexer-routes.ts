@@ -33,13 +33,10 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
   const token = options.token == null || options.token === '' ? null : Buffer.from(`Bearer ${options.token}`);
   await app.register(async (api) => {
     api.removeContentTypeParser('application/json');
-    api.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_req, body, done) => {
-      try {
-        done(null, parseJsonLossless(body as Buffer));
-      } catch (err) {
-        done(new HttpRequestError(`body is not JSON: ${(err as Error).message}`), undefined);
-      }
-    });
+    // The body stays bytes; each route parses it: losslessly where it carries u64/i64 values,
+    // with JSON.parse for /query, whose numbers are u32 tokens (a 1,024-token body: 9 us
+    // against 44 us lossless, which makes a bigint per token).
+    api.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_req, body, done) => done(null, body));
     api.setErrorHandler((err: Error & { statusCode?: number }, req, reply) => {
       const status = err instanceof HttpRequestError ? err.statusCode : (err.statusCode ?? 500);
       if (status >= 500) req.log.error({ err }, 'indexer route failed');
@@ -56,12 +53,12 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
     const ok = (reply: FastifyReply, status: number): FastifyReply => reply.code(status).type(JSON_TYPE).send('{"status":"ok"}');
 
     api.post('/register', { onRequest: auth }, async (req, reply) => {
-      await registry.register(readRegister(req.body));
+      await registry.register(readRegister(lossless(req.body)));
       return ok(reply, 201);
     });
 
     api.post('/unregister', { onRequest: auth }, async (req, reply) => {
-      const n = await registry.unregister(readUnregister(req.body));
+      const n = await registry.unregister(readUnregister(lossless(req.body)));
       if (n === 0) throw new HttpRequestError('worker not found', 404);
       return ok(reply, 200);
     });
@@ -69,7 +66,7 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
     api.get('/workers', async (_req, reply) => reply.type(JSON_TYPE).send(workersJson(registry.listeners())));
 
     api.post('/query', async (req, reply) => {
-      const q = readQuery(req.body);
+      const q = readQuery(plain(req.body));
       const entry = registry.index(q.modelName, q.tenantId);
       if (entry === undefined) throw new HttpRequestError(`no index for model '${q.modelName}' tenant '${q.tenantId}'`, 404);
       const hashes = computeBlockHashes(q.tokenIds, entry.index.blockSize, { loraName: q.loraName });
@@ -77,7 +74,7 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
     });
 
     api.post('/query_by_hash', async (req, reply) => {
-      const q = readQueryByHash(req.body);
+      const q = readQueryByHash(lossless(req.body));
       const entry = registry.index(q.modelName, q.tenantId);
       if (entry === undefined) throw new HttpRequestError(`no index for model '${q.modelName}' tenant '${q.tenantId}'`, 404);
       return reply.type(JSON_TYPE).send(scoresJson(entry.index.query(q.blockHashes), entry.index.blockSize));
@@ -87,4 +84,29 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
 
     api.get('/health', async (_req, reply) => reply.type(JSON_TYPE).send('{"status":"ok"}'));
   });
+}
+
+function bytes(body: unknown): Buffer {
+  if (!Buffer.isBuffer(body)) throw new HttpRequestError('expected a JSON body (content-type: application/json)');
+  return body;
+}
+
+/** Integers as bigint, exact (`parseJsonLossless`). */
+function lossless(body: unknown): unknown {
+  try {
+    return parseJsonLossless(bytes(body));
+  } catch (err) {
+    if (err instanceof HttpRequestError) throw err;
+    throw new HttpRequestError(`body is not JSON: ${(err as Error).message}`);
+  }
+}
+
+/** `JSON.parse`, for bodies without 64-bit numbers; integers come back as numbers. */
+function plain(body: unknown): unknown {
+  try {
+    return JSON.parse(bytes(body).toString('utf8')) as unknown;
+  } catch (err) {
+    if (err instanceof HttpRequestError) throw err;
+    throw new HttpRequestError(`body is not JSON: ${(err as Error).message}`);
+  }
 }

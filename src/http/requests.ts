@@ -113,9 +113,11 @@ export function readQuery(body: unknown): QueryRequest {
   if (!Array.isArray(t)) throw new HttpRequestError('token_ids: expected an array of u32');
   const tokenIds = new Uint32Array(t.length);
   for (let i = 0; i < t.length; i++) {
+    // Numbers from JSON.parse (exact below 2^53, and a u32 is far below) or bigints.
     const v = t[i];
-    if (typeof v !== 'bigint' || v < 0n || v > 0xffff_ffffn) throw new HttpRequestError(`token_ids[${i}]: expected a u32`);
-    tokenIds[i] = Number(v);
+    const n = typeof v === 'bigint' ? (v >= 0n && v <= 0xffff_ffffn ? Number(v) : -1) : v;
+    if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > 0xffff_ffff) throw new HttpRequestError(`token_ids[${i}]: expected a u32`);
+    tokenIds[i] = n;
   }
   return { tokenIds, modelName: str(o, 'model_name'), tenantId: optStr(o, 'tenant_id') ?? DEFAULT_TENANT, loraName: optStr(o, 'lora_name') };
 }

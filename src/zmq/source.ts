@@ -58,6 +58,8 @@ export const SourceState = {
 export type SourceState = (typeof SourceState)[keyof typeof SourceState];
 
 const NOOP = (): void => {};
+/** Work between two yields of the receive loop (see `#run`). */
+const YIELD_MS = 0.5;
 type Sub = InstanceType<ZeromqModule['Subscriber']>;
 
 export class ZmqKvSource {
@@ -146,7 +148,15 @@ export class ZmqKvSource {
   }
 
   async #run(): Promise<void> {
+    let slice = performance.now();
     for (;;) {
+      // While messages are queued, zeromq resolves each receive at once and this loop would
+      // hold the event loop for the whole backlog, starving HTTP lookups on the same thread.
+      // Yield after ~YIELD_MS of work.
+      if (performance.now() - slice > YIELD_MS) {
+        await new Promise<void>((r) => setImmediate(r));
+        slice = performance.now();
+      }
       let frames: Buffer[];
       try {
         frames = await this.#sub.receive();
