@@ -111,6 +111,35 @@ describe.skipIf(!(await zmqAvailable()))('ZmqKvSource', () => {
     expect(index.blockCount(W, 0)).toBe(4);
   });
 
+  it('a gap older than the replay ring is unreplayable: the worker is cleared and excluded', async () => {
+    const pub = await VllmPublisher.start({ replay: 'topic' });
+    open.push(pub);
+    const index = new EngineIndex({ blockSize: BS });
+    const src = await connect(pub, index, { replayEndpoint: pub.replayEndpoint });
+    const a = chain(2, 0, 1n);
+    await pub.publish([a.spec]);
+    pub.drop([chain(1, 99, 70n).spec]);
+    pub.drop([chain(1, 199, 71n).spec]);
+    pub.ring.delete(1n); // the ring has moved past seq 1: only seq 2 can be replayed
+    const c = chain(1, 3000, 80n);
+    await pub.publish([c.spec]);
+    await until(() => src.stats().batches === 2);
+    expect(src.stats()).toMatchObject({ gaps: 1, gapsReplayed: 0, gapsUnreplayable: 1, replayedBatches: 0 });
+    expect(score(index, a.tokens)).toBe(0);
+    expect(index.isExcluded(W, 0)).toBe(true);
+  });
+
+  it("a batch's data_parallel_rank overrides the rank the source was started with", async () => {
+    const pub = await VllmPublisher.start({ rank: 3 });
+    open.push(pub);
+    const index = new EngineIndex({ blockSize: BS });
+    const src = await connect(pub, index, { dpRank: 0 });
+    const a = chain(2, 0, 1n);
+    await pub.publish([a.spec]);
+    await until(() => src.stats().batches === 1);
+    expect(index.query(computeBlockHashes(a.tokens, BS)).scores.get(W)).toEqual(new Map([[3, 2]]));
+  });
+
   it('an engine restart (seq back to 0) clears the worker before applying', async () => {
     const pub = await VllmPublisher.start();
     open.push(pub);

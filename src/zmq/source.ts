@@ -167,7 +167,15 @@ export class ZmqKvSource {
         this.#logger?.error({ endpoint: this.endpoint, err: this.#lastError }, 'zmq source stopped');
         return;
       }
-      await this.#onMessage(frames);
+      try {
+        await this.#onMessage(frames);
+      } catch (err) {
+        // Nothing above is expected to throw (malformed input is counted where it is found);
+        // should something still do, one message is lost, not the source.
+        this.#stats.badPayloads++;
+        this.#lastError = (err as Error).message;
+        this.#logger?.error({ endpoint: this.endpoint, err: this.#lastError }, 'zmq message failed');
+      }
     }
   }
 
