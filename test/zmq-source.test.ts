@@ -129,6 +129,21 @@ describe.skipIf(!(await zmqAvailable()))('ZmqKvSource', () => {
     expect(index.isExcluded(W, 0)).toBe(true);
   });
 
+  it('an out-of-protocol replay answer makes the gap unreplayable, counted, with the error kept', async () => {
+    const pub = await VllmPublisher.start({ replay: 'garbled' });
+    open.push(pub);
+    const index = new EngineIndex({ blockSize: BS });
+    const src = await connect(pub, index, { replayEndpoint: pub.replayEndpoint });
+    const a = chain(2, 0, 1n);
+    await pub.publish([a.spec]);
+    pub.drop([chain(1, 99, 70n).spec]);
+    await pub.publish([chain(1, 3000, 80n).spec]);
+    await until(() => src.stats().batches === 2);
+    expect(src.stats()).toMatchObject({ gapsUnreplayable: 1, replayedBatches: 0 });
+    expect(src.lastError).toMatch(/seq frame of 4 bytes/);
+    expect(src.state).toBe('active');
+  });
+
   it("a batch's data_parallel_rank overrides the rank the source was started with", async () => {
     const pub = await VllmPublisher.start({ rank: 3 });
     open.push(pub);

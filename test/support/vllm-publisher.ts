@@ -13,7 +13,8 @@ import { Encoder } from '@msgpack/msgpack';
 
 export type HashEncoding = 'uint' | 'int' | 'bytes';
 export type EventEncoding = 'map' | 'array';
-export type ReplayLayout = 'legacy' | 'topic';
+/** `garbled`: an out-of-protocol replay server (4-byte seq frames), for the hostile cases. */
+export type ReplayLayout = 'legacy' | 'topic' | 'garbled';
 
 export interface StoredSpec {
   hashes: bigint[];
@@ -207,6 +208,10 @@ export class VllmPublisher {
       if (msg.length !== 3 || this.#closed) continue;
       const [id, , start] = msg as [Buffer, Buffer, Buffer];
       const from = start.readBigUInt64BE(0);
+      if (this.replayLayout === 'garbled') {
+        await router.send([id, '', Buffer.alloc(4), Buffer.from([0x90])]);
+        continue;
+      }
       const legacy = this.replayLayout === 'legacy';
       for (const [seq, payload] of [...this.ring].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
         if (seq < from) continue;
