@@ -135,6 +135,19 @@ describe.skipIf(!(await zmqAvailable()))('standalone indexer HTTP API', () => {
     expect(registry.listeners().length).toBe(1);
   });
 
+  it('reports lower-tier matches apart from device scores', async () => {
+    const { url, registry } = await server();
+    const p = await VllmPublisher.start({ events: 'array' });
+    open.push(p);
+    expect((await call(url, '/register', `{"instance_id":${W1},"endpoint":"${p.endpoint}","model_name":"m","block_size":${BS}}`)).status).toBe(201);
+    await p.subscribed();
+    const t = tokens(2, 0);
+    await p.publish([{ stored: { hashes: [1n], tokens: t.slice(0, BS), blockSize: BS } }, { stored: { hashes: [9n, 10n], tokens: t, blockSize: BS, medium: 'CPU' } }]);
+    await until(() => registry.listeners()[0]!.source.stats().batches === 1);
+    const r = await call(url, '/query', JSON.stringify({ token_ids: t, model_name: 'm' }));
+    expect(r.text).toBe(`{"scores":{"${W1}":{"0":4}},"frequencies":[],"tree_sizes":{"${W1}":{"0":1}},"lower_tier_scores":{"host_pinned":{"${W1}":{"0":8}}}}`);
+  });
+
   it('409 on a block size conflict and on a repeated registration; 404 for an unknown model', async () => {
     const { url } = await server();
     const ep = await closedEndpoint();
