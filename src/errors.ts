@@ -39,6 +39,20 @@ export const ErrorCode = {
   NoWorkers: 'KVX_NO_WORKERS',
   /** `route` was given the id of a request that is still in flight. */
   DuplicateRequest: 'KVX_DUPLICATE_REQUEST',
+  /** An optional dependency of `kvindex/zmq` (`zeromq`, `@msgpack/msgpack`) is not installed. */
+  ZmqDependencyMissing: 'KVX_ZMQ_DEPENDENCY_MISSING',
+  /** A ZMQ endpoint string is not `tcp://host:port`, `ipc://...` or `inproc://...`. */
+  ZmqBadEndpoint: 'KVX_ZMQ_BAD_ENDPOINT',
+  /** A ZMQ message has the wrong number of frames or a seq frame that is not 8 bytes. */
+  ZmqBadFrame: 'KVX_ZMQ_BAD_FRAME',
+  /** An engine batch is not msgpack, or not `[ts, events, dp_rank?]`. */
+  ZmqBadPayload: 'KVX_ZMQ_BAD_PAYLOAD',
+  /** One engine event inside a batch has a missing or ill-typed field, or an unknown tag. */
+  ZmqBadEvent: 'KVX_ZMQ_BAD_EVENT',
+  /** The engine's replay socket did not answer, or answered out of protocol. */
+  ZmqReplayFailed: 'KVX_ZMQ_REPLAY_FAILED',
+  /** An HTTP request body is not JSON or lacks a field of the route (answered with 400). */
+  HttpBadRequest: 'KVX_HTTP_BAD_REQUEST',
 } as const;
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

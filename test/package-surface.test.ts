@@ -29,6 +29,12 @@ const EXPECTED: Record<string, string[]> = {
     'connectNats', 'kvNames', 'requestFindMatches', 'KvRouteService', 'routeSubjects',
   ],
   'kvindex/trace': ['ClusterSim', 'deriveWorkerIds', 'parseTraceLine', 'readTraceFile', 'readWorkload'],
+  'kvindex/zmq': [
+    'EngineIndex', 'EventConverter', 'SkipReason', 'SourceState', 'StorageTier', 'ZmqError', 'ZmqErrorCode',
+    'ZmqKvSource', 'checkEndpoint', 'decodeBatch', 'decodeEvent', 'loadMsgpack', 'loadZeromq', 'offsetEndpoint',
+    'requestReplay', 'tierOf', 'toHash',
+  ],
+  'kvindex/http': ['EngineRegistry', 'HttpRequestError', 'registerIndexerRoutes'],
 };
 
 // RadixTree's storage layout, shared with other modules of the package through `@internal`.
@@ -50,8 +56,8 @@ function declarationFiles(folder: string): string[] {
 }
 
 describe('package surface', () => {
-  it('exports exactly the root, ./nats and ./trace, each with types and import files in dist', () => {
-    expect(Object.keys(pkg.exports)).toEqual(['.', './nats', './trace']);
+  it('exports exactly the root, ./nats, ./trace, ./zmq and ./http, each with types and import files in dist', () => {
+    expect(Object.keys(pkg.exports)).toEqual(['.', './nats', './trace', './zmq', './http']);
     for (const conditions of Object.values(pkg.exports)) {
       expect(Object.keys(conditions)).toEqual(['types', 'import']);
       expect(conditions.types).toMatch(/^\.\/dist\/.*\.d\.ts$/);

@@ -14,6 +14,7 @@ const COMMANDS: Record<string, () => Promise<{ main(args: string[]): Promise<num
 const USAGE = `usage: kvindex <command> [options]
   replay <file> [options]   replay a trace, recorded KV events or a workload through the indexer
   serve [options]           consume KV events from NATS JetStream and serve lookups
+  serve --http <[host:]port>  standalone indexer: vLLM/SGLang events over ZMQ, HTTP lookups
   demo                      index a few events and print the scores
   --version, -V             print the version
 run 'kvindex <command> --help' for the options of a command

@@ -35,6 +35,8 @@ const USAGE = `usage: kvindex serve [options]
   --route-workers <ids>      also answer route, mark_prefill and free for these candidate workers
                              (u64 ids, comma-separated; KvRouter, see docs/routing.md)
   --log-level <level>        pino level: debug, info, warn, error (default: info)
+  --http <[host:]port>       instead: the standalone indexer (ZMQ engine events, HTTP lookups);
+                             see 'kvindex serve --http 0 --help'
   --help                     print this
 requests: subject namespace-<ns>-component-<comp>.kvindex.find, body {"tokens":[...]} or
   {"hashes":["<u64>",...]}; reply {"scores":{"<worker_id>":n},"frequencies":[],"stream_seq":n}
@@ -132,6 +134,8 @@ function routeWorkersOf(text: string | undefined): bigint[] | null {
 }
 
 export async function main(args: string[]): Promise<number> {
+  // `--http` selects the standalone indexer (engine events over ZMQ, lookups over HTTP).
+  if (args.some((x) => x === '--http' || x.startsWith('--http='))) return (await import('./serve-http.js')).main(args);
   let a: ServeArgs | 'help';
   try {
     a = parse(args);

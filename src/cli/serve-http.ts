@@ -1,0 +1,112 @@
+/**
+ * `kvindex serve --http <host:port>`: the standalone indexer. Engines (vLLM, SGLang) are
+ * registered over HTTP (`POST /register`), their KV events consumed over ZMQ into one index
+ * per (model, tenant), and lookups answered over HTTP with Dynamo's standalone indexer API
+ * (docs/http-api.md). No NATS. Listens on 127.0.0.1 unless a host is given. Logs are pino JSON
+ * lines on stderr; the line with msg "kvindex serve ready" carries the bound `address`.
+ * SIGTERM or SIGINT: stop the listeners and the server, exit 0.
+ */
+
+import { parseArgs } from 'node:util';
+import Fastify, { type FastifyBaseLogger } from 'fastify';
+import { pino } from 'pino';
+import { EngineRegistry } from '../http/engine-registry.js';
+import { registerIndexerRoutes } from '../http/indexer-routes.js';
+
+export const HTTP_USAGE = `usage: kvindex serve --http <[host:]port> [options]
+  standalone indexer: engine KV events over ZMQ (vLLM, SGLang), lookups over HTTP
+  (Dynamo's standalone indexer API: /register /unregister /workers /query /query_by_hash /dump /health)
+  --http <[host:]port>       listen address (host default 127.0.0.1: loopback only)
+  --token <t>                bearer token required by /register and /unregister
+                             (default: $KVINDEX_TOKEN; none: unguarded)
+  --topic <prefix>           ZMQ topic filter of every listener (default: '', all topics)
+  --replay-timeout <ms>      wait per replay message before a gap counts as unreplayable (default: 2000)
+  --log-level <level>        pino level: debug, info, warn, error (default: info)
+  --help                     print this
+`;
+
+class UsageError extends Error {}
+
+interface HttpArgs {
+  host: string;
+  port: number;
+  token: string | null;
+  topic: string;
+  replayTimeoutMs: number;
+  logLevel: string;
+}
+
+function parse(args: string[]): HttpArgs | 'help' {
+  const { values, positionals } = parseArgs({
+    args,
+    strict: true,
+    allowPositionals: true,
+    options: {
+      http: { type: 'string' },
+      token: { type: 'string' },
+      topic: { type: 'string' },
+      'replay-timeout': { type: 'string' },
+      'log-level': { type: 'string' },
+      help: { type: 'boolean' },
+    },
+  });
+  if (values.help === true) return 'help';
+  if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
+  const m = /^(?:(\[[0-9a-fA-F:.]+\]|[^:\s]+):)?(\d{1,5})$/.exec(values.http ?? '');
+  if (m === null || Number(m[2]) > 65535) throw new UsageError(`--http: expected [host:]port, got '${values.http ?? ''}'`);
+  const timeout = values['replay-timeout'] ?? '2000';
+  if (!/^[0-9]+$/.test(timeout) || Number(timeout) < 1) throw new UsageError(`--replay-timeout: expected an integer >= 1, got '${timeout}'`);
+  const level = values['log-level'] ?? 'info';
+  if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'].includes(level)) {
+    throw new UsageError(`--log-level: expected debug, info, warn or error, got '${level}'`);
+  }
+  const token = values.token ?? process.env.KVINDEX_TOKEN ?? '';
+  return {
+    host: (m[1] ?? '127.0.0.1').replace(/^\[|\]$/g, ''),
+    port: Number(m[2]),
+    token: token === '' ? null : token,
+    topic: values.topic ?? '',
+    replayTimeoutMs: Number(timeout),
+    logLevel: level,
+  };
+}
+
+export async function main(args: string[]): Promise<number> {
+  let a: HttpArgs | 'help';
+  try {
+    a = parse(args);
+  } catch (err) {
+    process.stderr.write(`kvindex serve: ${(err as Error).message}\n${HTTP_USAGE}`);
+    return 2;
+  }
+  if (a === 'help') {
+    process.stdout.write(HTTP_USAGE);
+    return 0;
+  }
+  const logger = pino({ name: 'kvindex', level: a.logLevel }, pino.destination({ fd: 2, sync: true }));
+  const registry = new EngineRegistry({ logger, topic: a.topic, replayTimeoutMs: a.replayTimeoutMs });
+  const app = Fastify({ loggerInstance: logger.child({ component: 'http' }) as FastifyBaseLogger, disableRequestLogging: true });
+  await registerIndexerRoutes(app, registry, { token: a.token });
+  let address: string;
+  try {
+    address = await app.listen({ host: a.host, port: a.port });
+  } catch (err) {
+    logger.error({ err: (err as Error).message }, 'kvindex serve could not listen');
+    return 1;
+  }
+  logger.info({ address, auth: a.token !== null, topic: a.topic }, 'kvindex serve ready');
+  const signal = await new Promise<string>((resolve) => {
+    const on = (s: NodeJS.Signals): void => {
+      process.off('SIGTERM', on);
+      process.off('SIGINT', on);
+      resolve(s);
+    };
+    process.on('SIGTERM', on);
+    process.on('SIGINT', on);
+  });
+  logger.info({ signal }, 'shutting down');
+  await app.close();
+  await registry.close();
+  logger.info({ listeners: 0 }, 'kvindex serve stopped');
+  return 0;
+}

@@ -1,0 +1,123 @@
+/**
+ * The state behind the standalone indexer API: one `EngineIndex` per (model, tenant), each
+ * with its own block size, and the engine listeners registered into them, one `ZmqKvSource` per
+ * (instance, model, tenant, dp rank). Registration is the only way in; unregistering stops the
+ * listeners and drops the blocks they brought.
+ */
+
+import type { Logger } from 'pino';
+import { EngineIndex } from '../zmq/engine-index.js';
+import { ZmqKvSource } from '../zmq/source.js';
+import { checkEndpoint } from '../zmq/endpoint.js';
+import { HttpRequestError, type RegisterRequest, type UnregisterRequest } from './requests.js';
+
+export interface IndexEntry {
+  readonly modelName: string;
+  readonly tenantId: string;
+  readonly index: EngineIndex;
+}
+
+export interface ListenerEntry {
+  readonly instanceId: bigint;
+  readonly modelName: string;
+  readonly tenantId: string;
+  readonly dpRank: number;
+  readonly endpoint: string;
+  readonly source: ZmqKvSource;
+}
+
+export interface EngineRegistryOptions {
+  logger?: Logger;
+  /** Topic prefix every listener subscribes to (default '': all topics). */
+  topic?: string;
+  /** Per-message replay wait (default 2,000 ms). */
+  replayTimeoutMs?: number;
+}
+
+const key = (...parts: Array<string | bigint | number>): string => parts.map(String).join('\u0000');
+
+export class EngineRegistry {
+  readonly #indexes = new Map<string, IndexEntry>();
+  readonly #listeners = new Map<string, ListenerEntry>();
+  readonly #options: EngineRegistryOptions;
+
+  constructor(options: EngineRegistryOptions = {}) {
+    this.#options = options;
+  }
+
+  /** The index of (model, tenant), or undefined. */
+  index(modelName: string, tenantId: string): IndexEntry | undefined {
+    return this.#indexes.get(key(modelName, tenantId));
+  }
+
+  indexes(): IndexEntry[] {
+    return [...this.#indexes.values()];
+  }
+
+  listeners(): ListenerEntry[] {
+    return [...this.#listeners.values()];
+  }
+
+  /**
+   * Starts a listener. Throws `HttpRequestError`: 409 when the (model, tenant) has another
+   * block size or the (instance, rank) is already registered there, 400 for a bad endpoint.
+   */
+  async register(r: RegisterRequest): Promise<void> {
+    checkOrBadRequest(() => checkEndpoint(r.endpoint, 'endpoint'));
+    if (r.replayEndpoint !== null) checkOrBadRequest(() => checkEndpoint(r.replayEndpoint, 'replay_endpoint'));
+    const ik = key(r.modelName, r.tenantId);
+    let entry = this.#indexes.get(ik);
+    if (entry !== undefined && entry.index.blockSize !== r.blockSize) {
+      throw new HttpRequestError(`block_size ${r.blockSize} conflicts with ${entry.index.blockSize} of model '${r.modelName}' tenant '${r.tenantId}'`, 409);
+    }
+    const lk = key(r.instanceId, r.modelName, r.tenantId, r.dpRank);
+    if (this.#listeners.has(lk)) throw new HttpRequestError(`instance ${r.instanceId} dp_rank ${r.dpRank} is already registered for this model and tenant`, 409);
+    if (entry === undefined) {
+      entry = { modelName: r.modelName, tenantId: r.tenantId, index: new EngineIndex({ blockSize: r.blockSize }) };
+      this.#indexes.set(ik, entry);
+    }
+    const source = await ZmqKvSource.start({
+      index: entry.index,
+      workerId: r.instanceId,
+      endpoint: r.endpoint,
+      dpRank: r.dpRank,
+      replayEndpoint: r.replayEndpoint,
+      ...(this.#options.topic === undefined ? {} : { topic: this.#options.topic }),
+      ...(this.#options.replayTimeoutMs === undefined ? {} : { replayTimeoutMs: this.#options.replayTimeoutMs }),
+      ...(this.#options.logger === undefined ? {} : { logger: this.#options.logger }),
+    });
+    this.#listeners.set(lk, { instanceId: r.instanceId, modelName: r.modelName, tenantId: r.tenantId, dpRank: r.dpRank, endpoint: r.endpoint, source });
+  }
+
+  /**
+   * Stops the matching listeners (no tenant: every tenant; no rank: every rank) and drops
+   * their blocks. Returns how many matched (0: the caller answers 404).
+   */
+  async unregister(r: UnregisterRequest): Promise<number> {
+    const hit = [...this.#listeners].filter(
+      ([, l]) => l.instanceId === r.instanceId && l.modelName === r.modelName && (r.tenantId === null || l.tenantId === r.tenantId) && (r.dpRank === null || l.dpRank === r.dpRank),
+    );
+    for (const [lk, l] of hit) {
+      this.#listeners.delete(lk);
+      await l.source.close();
+      const index = this.#indexes.get(key(l.modelName, l.tenantId))!.index;
+      index.clear(l.instanceId, l.dpRank);
+      index.exclude(l.instanceId, l.dpRank, false);
+    }
+    return hit.length;
+  }
+
+  /** Stops every listener. The indexes stay readable. */
+  async close(): Promise<void> {
+    for (const l of this.#listeners.values()) await l.source.close();
+    this.#listeners.clear();
+  }
+}
+
+function checkOrBadRequest(check: () => unknown): void {
+  try {
+    check();
+  } catch (err) {
+    throw new HttpRequestError((err as Error).message);
+  }
+}

@@ -1,0 +1,76 @@
+/**
+ * The response bodies of the standalone indexer API as JSON text, written by hand so that u64
+ * worker ids and hashes are exact (`JSON.stringify` cannot write a bigint, and a `number`
+ * would round it). Layouts are Dynamo's (`lib/kv-router/src/standalone_indexer/server.rs`).
+ */
+
+import { formatRouterEvent } from '../protocol/json-format.js';
+import type { EngineScores, RankMap } from '../zmq/engine-index.js';
+import type { IndexEntry, ListenerEntry } from './engine-registry.js';
+
+/** `{"<worker>":{"<rank>":n*scale}}`. */
+function rankMap(m: RankMap, scale: number): string {
+  const parts: string[] = [];
+  for (const [worker, ranks] of m) {
+    const inner: string[] = [];
+    for (const [rank, n] of ranks) inner.push(`"${rank}":${n * scale}`);
+    parts.push(`"${worker}":{${inner.join(',')}}`);
+  }
+  return `{${parts.join(',')}}`;
+}
+
+/**
+ * `{"scores":{"<worker_id>":{"<dp_rank>":matched_tokens}},"frequencies":[...],
+ * "tree_sizes":{"<worker_id>":{"<dp_rank>":blocks}}}`: scores are blocks x block size, as
+ * Dynamo's. When a lower storage tier matched, `"lower_tier_scores":{"<tier>":{...}}` (tokens)
+ * is added; Dynamo's clients ignore keys they do not know.
+ */
+export function scoresJson(r: EngineScores, blockSize: number): string {
+  let out = `{"scores":${rankMap(r.scores, blockSize)},"frequencies":[${r.frequencies.join(',')}],"tree_sizes":${rankMap(r.treeSizes, 1)}`;
+  if (r.lowerTiers.size > 0) {
+    const tiers: string[] = [];
+    for (const [tier, m] of r.lowerTiers) tiers.push(`"${tier}":${rankMap(m, blockSize)}`);
+    out += `,"lower_tier_scores":{${tiers.join(',')}}`;
+  }
+  return `${out}}`;
+}
+
+const STATUS_ORDER = ['failed', 'pending', 'active', 'paused'];
+
+/**
+ * `[{"instance_id":u64,"source":"zmq","status":...,"endpoints":{"<rank>":ep},
+ * "listeners":{"<rank>":{"endpoint","status","last_error"?}}}]`, instances ascending; the
+ * instance status is the worst of its listeners (failed > pending > active > paused).
+ */
+export function workersJson(listeners: ListenerEntry[]): string {
+  const byInstance = new Map<bigint, ListenerEntry[]>();
+  for (const l of listeners) {
+    const list = byInstance.get(l.instanceId);
+    if (list === undefined) byInstance.set(l.instanceId, [l]);
+    else list.push(l);
+  }
+  const ids = [...byInstance.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  const items = ids.map((id) => {
+    const ls = byInstance.get(id)!.sort((a, b) => a.dpRank - b.dpRank);
+    const statuses = ls.map((l) => l.source.state);
+    const status = STATUS_ORDER.find((s) => statuses.includes(s as never)) ?? 'active';
+    const endpoints = ls.map((l) => `"${l.dpRank}":${JSON.stringify(l.endpoint)}`).join(',');
+    const listenersText = ls
+      .map((l) => {
+        const err = l.source.lastError;
+        return `"${l.dpRank}":{"endpoint":${JSON.stringify(l.endpoint)},"status":"${l.source.state}"${err === null ? '' : `,"last_error":${JSON.stringify(err)}`}}`;
+      })
+      .join(',');
+    return `{"instance_id":${id},"source":"zmq","status":"${status}","endpoints":{${endpoints}},"listeners":{${listenersText}}}`;
+  });
+  return `[${items.join(',')}]`;
+}
+
+/** `{"<model>:<tenant>":{"block_size":n,"events":[RouterEvent...]}}`, events in Dynamo's serde JSON. */
+export function dumpJson(indexes: IndexEntry[]): string {
+  const parts = indexes.map((e) => {
+    const events = e.index.dumpEvents().map(formatRouterEvent).join(',');
+    return `${JSON.stringify(`${e.modelName}:${e.tenantId}`)}:{"block_size":${e.index.blockSize},"events":[${events}]}`;
+  });
+  return `{${parts.join(',')}}`;
+}

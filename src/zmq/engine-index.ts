@@ -1,0 +1,148 @@
+/**
+ * The index of one (model, tenant) fed by engine events: one RadixTree per (storage tier,
+ * data-parallel rank). A worker's DP ranks are separate holders of blocks, and this is the
+ * adapter-layer way to say so without touching the core: the core keys blocks by a u64
+ * worker id, every u64 is a possible real worker id, so (worker, rank) cannot be folded into
+ * one id without collisions. A fleet that only uses rank 0 has exactly one device tree, fed
+ * exactly the events it would get through `RadixTree.applyEvent`, so its scores are the same
+ * as today's. A lookup walks each rank's device tree (DP degrees are 1 to 16); lower tiers
+ * never count in device scores and are reported per tier.
+ *
+ * A (worker, rank) can be excluded from scores (an engine gap that could not be replayed left
+ * it incomplete) until it is whole again.
+ */
+
+import type { ApplyStatus, KvCacheEventData, RouterEvent } from '../protocol/types.js';
+import { RadixTree } from '../tree/radix-tree.js';
+import { StorageTier } from './convert.js';
+
+/** worker id -> dp rank -> value. */
+export type RankMap = Map<bigint, Map<number, number>>;
+
+/** A lookup's result. Scores are in blocks; the HTTP API multiplies them by the block size. */
+export interface EngineScores {
+  /** Device tier: worker -> rank -> matched blocks (zeros absent). */
+  readonly scores: RankMap;
+  /** The frequency trail of rank 0's device tree (empty unless `expirationMs`). */
+  readonly frequencies: number[];
+  /** Device tier: worker -> rank -> blocks held, for every worker with a score. */
+  readonly treeSizes: RankMap;
+  /** Lower tiers: tier -> worker -> rank -> matched blocks (tiers without a match absent). */
+  readonly lowerTiers: Map<StorageTier, RankMap>;
+}
+
+export interface EngineIndexOptions {
+  /** Tokens per block of this index (u32 >= 1). */
+  blockSize: number;
+  /** Frequency window of the device trees (see RadixTree). */
+  expirationMs?: number;
+}
+
+export class EngineIndex {
+  readonly blockSize: number;
+  readonly #expirationMs: number | undefined;
+  /** tier -> rank -> tree. */
+  readonly #trees = new Map<StorageTier, Map<number, RadixTree>>();
+  /** rank -> workers kept out of scores. */
+  readonly #excluded = new Map<number, Set<bigint>>();
+
+  constructor(options: EngineIndexOptions) {
+    this.blockSize = options.blockSize;
+    this.#expirationMs = options.expirationMs;
+  }
+
+  #tree(tier: StorageTier, rank: number): RadixTree {
+    let ranks = this.#trees.get(tier);
+    if (ranks === undefined) this.#trees.set(tier, (ranks = new Map()));
+    let tree = ranks.get(rank);
+    if (tree === undefined) {
+      tree = new RadixTree(tier === StorageTier.Device && this.#expirationMs !== undefined ? { expirationMs: this.#expirationMs } : {});
+      ranks.set(rank, tree);
+    }
+    return tree;
+  }
+
+  /**
+   * Applies one event of (worker, rank) to its tier's tree. `cleared` clears the (worker,
+   * rank) in every tier (an engine's AllBlocksCleared empties all its caches).
+   */
+  apply(workerId: bigint, rank: number, tier: StorageTier, data: KvCacheEventData, eventId: bigint): ApplyStatus {
+    if (data.type === 'cleared') {
+      this.clear(workerId, rank);
+      return 'ok';
+    }
+    const event: RouterEvent = { workerId, event: { eventId, data, ...(rank === 0 ? {} : { dpRank: rank }) } };
+    return this.#tree(tier, rank).applyEvent(event);
+  }
+
+  /** Drops every block of (worker, rank) in every tier. */
+  clear(workerId: bigint, rank: number): void {
+    for (const ranks of this.#trees.values()) ranks.get(rank)?.clearWorker(workerId);
+  }
+
+  /** Drops every block of every rank of the worker, and forgets its exclusions. */
+  removeWorker(workerId: bigint): void {
+    for (const ranks of this.#trees.values()) for (const tree of ranks.values()) tree.removeWorker(workerId);
+    for (const set of this.#excluded.values()) set.delete(workerId);
+  }
+
+  /** Keeps (worker, rank) out of scores (`on`) or lets it back in. */
+  exclude(workerId: bigint, rank: number, on: boolean): void {
+    let set = this.#excluded.get(rank);
+    if (on) {
+      if (set === undefined) this.#excluded.set(rank, (set = new Set()));
+      set.add(workerId);
+    } else set?.delete(workerId);
+  }
+
+  isExcluded(workerId: bigint, rank: number): boolean {
+    return this.#excluded.get(rank)?.has(workerId) === true;
+  }
+
+  /** Blocks (worker, rank) holds in a tier. */
+  blockCount(workerId: bigint, rank: number, tier: StorageTier = StorageTier.Device): number {
+    return this.#trees.get(tier)?.get(rank)?.blockCount(workerId) ?? 0;
+  }
+
+  /** Prefix-match scores per (worker, rank) for a request's tokens hashes (u64 each). */
+  query(hashes: BigUint64Array): EngineScores {
+    const scores: RankMap = new Map();
+    const treeSizes: RankMap = new Map();
+    let frequencies: number[] = [];
+    const lowerTiers = new Map<StorageTier, RankMap>();
+    for (const [tier, ranks] of this.#trees) {
+      const into = tier === StorageTier.Device ? scores : new Map<bigint, Map<number, number>>();
+      for (const [rank, tree] of ranks) {
+        const r = tree.findMatches(hashes);
+        if (tier === StorageTier.Device && rank === 0) frequencies = r.frequencies;
+        const excluded = this.#excluded.get(rank);
+        for (const [worker, blocks] of r.scores) {
+          if (excluded?.has(worker) === true) continue;
+          put(into, worker, rank, blocks);
+          if (tier === StorageTier.Device) put(treeSizes, worker, rank, tree.blockCount(worker));
+        }
+      }
+      if (tier !== StorageTier.Device && into.size > 0) lowerTiers.set(tier, into);
+    }
+    return { scores, frequencies, treeSizes, lowerTiers };
+  }
+
+  /** The device tier as events that rebuild it, rank by rank, each event carrying its rank. */
+  dumpEvents(): RouterEvent[] {
+    const out: RouterEvent[] = [];
+    const ranks = this.#trees.get(StorageTier.Device);
+    if (ranks === undefined) return out;
+    for (const rank of [...ranks.keys()].sort((a, b) => a - b)) {
+      for (const ev of ranks.get(rank)!.dumpEvents()) {
+        out.push(rank === 0 ? ev : { workerId: ev.workerId, event: { ...ev.event, dpRank: rank } });
+      }
+    }
+    return out;
+  }
+}
+
+function put(m: RankMap, worker: bigint, rank: number, value: number): void {
+  let ranks = m.get(worker);
+  if (ranks === undefined) m.set(worker, (ranks = new Map()));
+  ranks.set(rank, value);
+}

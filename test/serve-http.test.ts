@@ -1,0 +1,49 @@
+/**
+ * `kvindex serve --http` as a process (the build in dist/, which `npm test` makes first):
+ * listens on loopback, registers an engine, answers a query from its ZMQ events, stops on
+ * SIGTERM with exit 0.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { until, VllmPublisher, zmqAvailable } from './support/vllm-publisher.js';
+
+const MAIN = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
+
+describe.skipIf(!existsSync(MAIN) || !(await zmqAvailable()))('kvindex serve --http', () => {
+  it('serves the standalone indexer API on 127.0.0.1 and exits 0 on SIGTERM', async () => {
+    const proc = spawn(process.execPath, [MAIN, 'serve', '--http', '0', '--token', 'tok'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    proc.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const exited = new Promise<number | null>((r) => proc.on('exit', (code) => r(code)));
+    const pub = await VllmPublisher.start();
+    try {
+      await until(() => stderr.includes('kvindex serve ready'), 20_000, 'ready line');
+      const ready = JSON.parse(stderr.split('\n').find((l) => l.includes('kvindex serve ready'))!) as { address: string };
+      expect(ready.address).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      const post = (path: string, body: string, auth = true): Promise<Response> =>
+        fetch(ready.address + path, { method: 'POST', body, headers: { 'content-type': 'application/json', ...(auth ? { authorization: 'Bearer tok' } : {}) } });
+      const reg = `{"instance_id":18446744073709551615,"endpoint":"${pub.endpoint}","model_name":"m","block_size":2}`;
+      expect((await post('/register', reg, false)).status).toBe(401);
+      expect((await post('/register', reg)).status).toBe(201);
+      await pub.subscribed();
+      await pub.publish([{ stored: { hashes: [1n, 2n], tokens: [5, 6, 7, 8], blockSize: 2 } }]);
+      let text = '';
+      for (const end = Date.now() + 15_000; Date.now() < end && !text.includes('"0":4'); await new Promise((r) => setTimeout(r, 20))) {
+        text = await (await post('/query', '{"token_ids":[5,6,7,8,9],"model_name":"m"}', false)).text();
+      }
+      expect(text).toBe('{"scores":{"18446744073709551615":{"0":4}},"frequencies":[],"tree_sizes":{"18446744073709551615":{"0":2}}}');
+    } finally {
+      proc.kill('SIGTERM');
+      pub.close();
+    }
+    expect(await exited).toBe(0);
+  });
+
+  it('rejects a bad --http address with exit 2', () => {
+    const r = spawnSync(process.execPath, [MAIN, 'serve', '--http', 'host:99999'], { encoding: 'utf8' });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('--http');
+  });
+});

@@ -1,0 +1,236 @@
+/**
+ * ZmqKvSource against real ZMQ sockets on 127.0.0.1, fed by a publisher that follows vLLM's
+ * wire format. Every expected score comes from an in-process RadixTree fed the same events.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { computeBlockHashes } from '../src/hash/block-hash.js';
+import { RadixTree } from '../src/tree/radix-tree.js';
+import { EngineIndex } from '../src/zmq/engine-index.js';
+import { ZmqKvSource, type ZmqKvSourceOptions } from '../src/zmq/source.js';
+import { offsetEndpoint } from '../src/zmq/endpoint.js';
+import { closedEndpoint, until, VllmPublisher, zmqAvailable, type EventSpec } from './support/vllm-publisher.js';
+
+const BS = 4;
+const W = 0xfedc_ba98_7654_3210n; // above 2^53
+const open: Array<{ close(): unknown }> = [];
+afterEach(async () => {
+  for (const o of open.splice(0)) await o.close();
+});
+
+/** Blocks of a chain: tokens 0..4n-1 offset by `salt`, external hashes `ext0 + i`. */
+function chain(n: number, salt: number, ext0: bigint, parent: bigint | null = null): { spec: EventSpec; tokens: number[]; ext: bigint[] } {
+  const tokens = Array.from({ length: n * BS }, (_, i) => salt + i);
+  const ext = Array.from({ length: n }, (_, i) => ext0 + BigInt(i));
+  return { spec: { stored: { hashes: ext, parent, tokens, blockSize: BS } }, tokens, ext };
+}
+
+async function connect(pub: VllmPublisher, index: EngineIndex, o: Partial<ZmqKvSourceOptions> = {}): Promise<ZmqKvSource> {
+  const src = await ZmqKvSource.start({ index, workerId: W, endpoint: pub.endpoint, replayTimeoutMs: 500, ...o });
+  open.push(src);
+  await pub.subscribed();
+  return src;
+}
+
+/** Device scores of (W, rank) for these tokens, in blocks. */
+function score(index: EngineIndex, tokens: number[], rank = 0): number {
+  return index.query(computeBlockHashes(tokens, BS)).scores.get(W)?.get(rank) ?? 0;
+}
+
+describe.skipIf(!(await zmqAvailable()))('ZmqKvSource', () => {
+  it.each([
+    ['map', 'uint'],
+    ['array', 'int'],
+    ['map', 'bytes'],
+  ] as const)('applies %s-encoded events with %s hashes: scores equal a RadixTree fed the same events', async (events, hashes) => {
+    const pub = await VllmPublisher.start({ events, hashes });
+    open.push(pub);
+    const index = new EngineIndex({ blockSize: BS });
+    const src = await connect(pub, index);
+    const a = chain(3, 0, 2n ** 63n + 5n);
+    const b = chain(2, 1000, 2n ** 64n - 10n, a.ext[1]!);
+    await pub.publish([a.spec]);
+    await pub.publish([b.spec, { removed: [a.ext[2]!] }]);
+    await until(() => src.stats().batches === 2);
+    // The reference: the same blocks as Dynamo RouterEvents into a plain tree.
+    const ref = new RadixTree();
+    const la = computeBlockHashes(a.tokens, BS);
+    const lb = computeBlockHashes(b.tokens, BS);
+    ref.applyEvent({ workerId: W, event: { eventId: 0n, data: { type: 'stored', parentHash: null, blocks: a.ext.map((h, i) => ({ blockHash: h, tokensHash: la[i]! })) } } });
+    ref.applyEvent({ workerId: W, event: { eventId: 1n, data: { type: 'stored', parentHash: a.ext[1]!, blocks: b.ext.map((h, i) => ({ blockHash: h, tokensHash: lb[i]! })) } } });
+    ref.applyEvent({ workerId: W, event: { eventId: 1n, data: { type: 'removed', blockHashes: [a.ext[2]!] } } });
+    for (const q of [a.tokens, [...a.tokens.slice(0, 8), ...b.tokens], b.tokens]) {
+      const h = computeBlockHashes(q, BS);
+      expect(index.query(h).scores.get(W)?.get(0) ?? 0).toBe(ref.findMatches(h).scores.get(W) ?? 0);
+    }
+    expect(score(index, [...a.tokens.slice(0, 8), ...b.tokens])).toBe(4);
+    expect(src.stats()).toMatchObject({ batches: 2, events: 3, storedBlocks: 5, gaps: 0, badEvents: 0 });
+  });
+
+  it('keeps data-parallel ranks apart: one socket per rank on port offsets, scores per (worker, rank)', async () => {
+    const pubs = await VllmPublisher.startRanks(2);
+    open.push(...pubs);
+    expect(pubs[1]!.endpoint).toBe(offsetEndpoint(pubs[0]!.endpoint, 1));
+    const index = new EngineIndex({ blockSize: BS });
+    const srcs = [await connect(pubs[0]!, index), await connect(pubs[1]!, index, { endpoint: pubs[1]!.endpoint, dpRank: 1 })];
+    const a = chain(2, 0, 1n);
+    const b = chain(3, 0, 1n); // same tokens and external hashes on the other rank
+    await pubs[0]!.publish([a.spec]);
+    await pubs[1]!.publish([b.spec]);
+    await until(() => srcs.every((s) => s.stats().batches === 1));
+    const r = index.query(computeBlockHashes(b.tokens, BS));
+    expect(r.scores.get(W)).toEqual(new Map([[0, 2], [1, 3]]));
+    // Removing on rank 1 leaves rank 0 untouched.
+    await pubs[1]!.publish([{ removed: [b.ext[0]!] }]);
+    await until(() => srcs[1]!.stats().batches === 2);
+    expect(index.query(computeBlockHashes(b.tokens, BS)).scores.get(W)).toEqual(new Map([[0, 2]]));
+    index.removeWorker(W);
+    expect(index.query(computeBlockHashes(b.tokens, BS)).scores.size).toBe(0);
+  });
+
+  it.each(['legacy', 'topic'] as const)('heals a gap by replay (%s reply layout), applying missed batches before buffered live ones', async (replay) => {
+    const pub = await VllmPublisher.start({ replay, topic: 'kv@pod-1@m' });
+    open.push(pub);
+    const index = new EngineIndex({ blockSize: BS });
+    const src = await connect(pub, index, { replayEndpoint: pub.replayEndpoint, topic: 'kv@' });
+    const a = chain(2, 0, 10n);
+    const b = chain(2, 500, 20n, a.ext[1]!);
+    await pub.publish([a.spec]);
+    pub.drop([b.spec]); // seq 1 never reaches the SUB
+    pub.drop([{ removed: [b.ext[0]!] }]); // nor seq 2
+    const c = chain(1, 900, 30n);
+    await pub.publish([c.spec]); // seq 3 reveals the gap
+    const d = chain(1, 1900, 40n);
+    await pub.publish([d.spec]); // seq 4, live, waits in the SUB queue during the replay
+    await until(() => src.stats().batches === 5);
+    expect(src.stats()).toMatchObject({ gaps: 1, gapsReplayed: 1, replayedBatches: 2, gapsUnreplayable: 0, restarts: 0 });
+    // In order: b stored under a, then b0 removed (b1 below it goes too). The removal before
+    // the store would have left all of b (a score of 4).
+    expect(score(index, [...a.tokens, ...b.tokens])).toBe(2);
+    expect(score(index, c.tokens)).toBe(1);
+    expect(score(index, d.tokens)).toBe(1);
+    expect(index.blockCount(W, 0)).toBe(4);
+  });
+
+  it('a gap older than the replay ring is unreplayable: the worker is cleared and excluded', async () => {
+    const pub = await VllmPublisher.start({ replay: 'topic' });
+    open.push(pub);
+    const index = new EngineIndex({ blockSize: BS });
+    const src = await connect(pub, index, { replayEndpoint: pub.replayEndpoint });
+    const a = chain(2, 0, 1n);
+    await pub.publish([a.spec]);
+    pub.drop([chain(1, 99, 70n).spec]);
+    pub.drop([chain(1, 199, 71n).spec]);
+    pub.ring.delete(1n); // the ring has moved past seq 1: only seq 2 can be replayed
+    const c = chain(1, 3000, 80n);
+    await pub.publish([c.spec]);
+    await until(() => src.stats().batches === 2);
+    expect(src.stats()).toMatchObject({ gaps: 1, gapsReplayed: 0, gapsUnreplayable: 1, replayedBatches: 0 });
+    expect(score(index, a.tokens)).toBe(0);
+    expect(index.isExcluded(W, 0)).toBe(true);
+  });
+
+  it('an out-of-protocol replay answer makes the gap unreplayable, counted, with the error kept', async () => {
+    const pub = await VllmPublisher.start({ replay: 'garbled' });
+    open.push(pub);
+    const index = new EngineIndex({ blockSize: BS });
+    const src = await connect(pub, index, { replayEndpoint: pub.replayEndpoint });
+    const a = chain(2, 0, 1n);
+    await pub.publish([a.spec]);
+    pub.drop([chain(1, 99, 70n).spec]);
+    await pub.publish([chain(1, 3000, 80n).spec]);
+    await until(() => src.stats().batches === 2);
+    expect(src.stats()).toMatchObject({ gapsUnreplayable: 1, replayedBatches: 0 });
+    expect(src.lastError).toMatch(/seq frame of 4 bytes/);
+    expect(src.state).toBe('active');
+  });
+
+  it("a batch's data_parallel_rank overrides the rank the source was started with", async () => {
+    const pub = await VllmPublisher.start({ rank: 3 });
+    open.push(pub);
+    const index = new EngineIndex({ blockSize: BS });
+    const src = await connect(pub, index, { dpRank: 0 });
+    const a = chain(2, 0, 1n);
+    await pub.publish([a.spec]);
+    await until(() => src.stats().batches === 1);
+    expect(index.query(computeBlockHashes(a.tokens, BS)).scores.get(W)).toEqual(new Map([[3, 2]]));
+  });
+
+  it('an engine restart (seq back to 0) clears the worker before applying', async () => {
+    const pub = await VllmPublisher.start();
+    open.push(pub);
+    const index = new EngineIndex({ blockSize: BS });
+    const src = await connect(pub, index);
+    const a = chain(3, 0, 1n);
+    await pub.publish([a.spec]);
+    await pub.publish([chain(1, 77, 50n).spec]);
+    await until(() => src.stats().batches === 2);
+    expect(score(index, a.tokens)).toBe(3);
+    pub.restart();
+    const c = chain(1, 5000, 9n);
+    await pub.publish([c.spec]);
+    await until(() => src.stats().batches === 3);
+    expect(src.stats().restarts).toBe(1);
+    expect(score(index, a.tokens)).toBe(0);
+    expect(score(index, c.tokens)).toBe(1);
+  });
+
+  it('an unreplayable gap (replay socket unreachable) clears the worker and keeps it out of scores until AllBlocksCleared', async () => {
+    const pub = await VllmPublisher.start();
+    open.push(pub);
+    const index = new EngineIndex({ blockSize: BS });
+    const src = await connect(pub, index, { replayEndpoint: await closedEndpoint(), replayTimeoutMs: 300 });
+    const a = chain(2, 0, 1n);
+    await pub.publish([a.spec]);
+    pub.drop([chain(1, 99, 70n).spec]);
+    const c = chain(2, 3000, 80n);
+    await pub.publish([c.spec]);
+    await until(() => src.stats().batches === 2);
+    expect(src.stats()).toMatchObject({ gaps: 1, gapsReplayed: 0, gapsUnreplayable: 1 });
+    expect(index.blockCount(W, 0)).toBe(2); // a cleared, c applied
+    expect(score(index, a.tokens)).toBe(0);
+    expect(score(index, c.tokens)).toBe(0); // held but excluded
+    await pub.publish(['cleared', chain(1, 3000, 90n).spec]);
+    await until(() => src.stats().batches === 3);
+    expect(score(index, c.tokens)).toBe(1);
+  });
+
+  it('counts malformed frames, payloads and events without losing what was indexed', async () => {
+    const pub = await VllmPublisher.start();
+    open.push(pub);
+    const index = new EngineIndex({ blockSize: BS });
+    const src = await connect(pub, index);
+    const a = chain(2, 0, 1n);
+    await pub.publish([a.spec]);
+    await pub.pub.send(['', Buffer.from([1, 2, 3]), Buffer.from([0x90])]); // seq of 3 bytes
+    await pub.pub.send(['only-two', Buffer.alloc(8)]);
+    await pub.publishRaw(Buffer.from([0xc1, 0xc1])); // not msgpack
+    await pub.publish([{ stored: { hashes: [5n], tokens: [1, 2, 3, 4, 5, 6, 7, 8], blockSize: 8 } }]); // block size mismatch
+    await pub.publish([{ stored: { hashes: [6n, 6n], tokens: a.tokens, blockSize: BS } }]); // repeated hash
+    await pub.publish([{ stored: { hashes: [7n], tokens: [1, 1, 1, 1], blockSize: BS, kind: 'sliding_window', groupIdx: 1 } }]);
+    await pub.publish([{ stored: { hashes: [8n], tokens: [2, 2, 2, 2], blockSize: BS, medium: 'CPU' } }]);
+    await until(() => src.stats().messages === 8);
+    expect(src.stats()).toMatchObject({ badFrames: 2, badPayloads: 1, blockSizeMismatch: 1, duplicateHash: 1, nonFullAttention: 1, lowerTier: 1, gaps: 0 });
+    expect(score(index, a.tokens)).toBe(2);
+    const r = index.query(computeBlockHashes([2, 2, 2, 2], BS));
+    expect(r.scores.size).toBe(0); // a CPU block never counts in device scores
+    expect(r.lowerTiers.get('host_pinned')?.get(W)?.get(0)).toBe(1);
+  });
+
+  it('binds for engines that connect to the indexer, and filters topics', async () => {
+    const index = new EngineIndex({ blockSize: BS });
+    const src = await ZmqKvSource.start({ index, workerId: W, endpoint: 'tcp://127.0.0.1:0', mode: 'bind', topic: 'kv@' });
+    open.push(src);
+    const other = await VllmPublisher.start({ connect: true, endpoint: src.boundEndpoint, topic: 'other' });
+    const pub = await VllmPublisher.start({ connect: true, endpoint: src.boundEndpoint, topic: 'kv@pod@m' });
+    open.push(pub, other);
+    await pub.subscribed();
+    await other.subscribed();
+    const a = chain(1, 0, 1n);
+    await other.publish([chain(1, 0, 2n).spec]); // filtered out by the SUB
+    await pub.publish([a.spec]);
+    await until(() => src.stats().batches === 1);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(src.stats().messages).toBe(1);
+    expect(score(index, a.tokens)).toBe(1);
+  });
+});
