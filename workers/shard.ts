@@ -7,6 +7,8 @@
  * 297 us against 194 us with port replies and 141 us with the product's shared-memory replies,
  * on a floor of 139 us), a margin of tens of microseconds, not a multiple.
  */
+import { readlinkSync } from 'node:fs';
+import { getPriority, setPriority } from 'node:os';
 import type { MessagePort } from 'node:worker_threads';
 import { threadId } from 'node:worker_threads';
 import type { ShardInit, ShardStarted, ToShard } from '../src/shard/wire/messages.js';
@@ -16,5 +18,21 @@ export default function start(task: { port: MessagePort; init: ShardInit }): Sha
   const { port, init } = task;
   const core = new ShardCore(init, (msg, transfer) => port.postMessage(msg, transfer ?? []));
   port.on('message', (msg: ToShard) => core.handle(msg));
-  return { threadId, layout: core.layout };
+  return { threadId, layout: core.layout, nice: applyNice(init.nice) };
+}
+
+/**
+ * Gives this thread the niceness `nice`. Linux applies setpriority(2) to one thread when given
+ * its kernel thread id, which /proc/thread-self names; elsewhere (or if refused) this returns
+ * null and the thread keeps the process's priority.
+ */
+function applyNice(nice: number): number | null {
+  try {
+    const tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
+    if (!Number.isInteger(tid) || tid <= 0) return null;
+    if (nice > 0) setPriority(tid, nice);
+    return getPriority(tid);
+  } catch {
+    return null;
+  }
 }

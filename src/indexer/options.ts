@@ -30,6 +30,12 @@ export interface ShardedIndexerOptions {
    * waiting (what a router under load wants: events in flight are a few milliseconds old).
    */
   readYourWrites?: boolean;
+  /**
+   * Niceness (0..19) of the shard threads, Linux only (elsewhere ignored): above 0 they yield
+   * the CPU to the calling thread when cores are oversubscribed, so lookups and the router's
+   * event loop are not kept waiting behind ingestion. Default 0 (same priority as the caller).
+   */
+  shardNice?: number;
 }
 
 /** The shard thread entry point of this build. */
@@ -65,6 +71,9 @@ export function checkOptions(o: ShardedIndexerOptions): void {
   }
   if (o.readYourWrites !== undefined && typeof o.readYourWrites !== 'boolean') {
     bad(`readYourWrites: expected a boolean, got ${String(o.readYourWrites)}`);
+  }
+  if (o.shardNice !== undefined && !(Number.isInteger(o.shardNice) && o.shardNice >= 0 && o.shardNice <= 19)) {
+    bad(`shardNice: expected an integer 0..19, got ${String(o.shardNice)}`);
   }
   if (o.batchWords !== undefined && !(Number.isInteger(o.batchWords) && o.batchWords > 0)) {
     bad(`batchWords: expected a positive integer, got ${String(o.batchWords)}`);

@@ -67,6 +67,7 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
           highWaterEvents: options.highWaterEvents ?? 65_536,
           batchWords: options.batchWords ?? 64 * 1024,
           readYourWrites: options.readYourWrites ?? true,
+          nice: options.shardNice ?? 0,
           thread,
         },
         report,

@@ -36,6 +36,8 @@ export class ThreadShard {
   private failure: KvIndexError | null = null;
   private closed = false;
   threadId = -1;
+  /** The niceness the thread reported it runs at (null: not settable here). */
+  nice: number | null = null;
   /** The shard tree's shared memory (set once the thread has started). */
   layout: SharedTreeLayout | null = null;
 
@@ -62,6 +64,7 @@ export class ThreadShard {
     const started = (await shard.pool.run({ port, init }, { transferList: [port] })) as ShardStarted;
     shard.threadId = started.threadId;
     shard.layout = started.layout;
+    shard.nice = started.nice;
     return shard;
   }
 

@@ -51,6 +51,8 @@ export interface ThreadedEngineOptions {
   batchWords: number;
   /** Lookups wait until the shards applied every event queued before them (default true). */
   readYourWrites: boolean;
+  /** Niceness of the shard threads (0: unchanged). */
+  nice: number;
   thread: ShardThreadSpec;
 }
 
@@ -104,7 +106,7 @@ export class ThreadedEngine {
         ThreadShard.start(
           i, options.thread,
           {
-            shard: i, expirationMs: options.expirationMs ?? null, board: board.shape, initialCapacity: null,
+            shard: i, expirationMs: options.expirationMs ?? null, board: board.shape, initialCapacity: null, nice: options.nice,
             // An even split keeps the sum within the budget; a skewed shard evicts before the others.
             maxPairs: options.maxPairs === undefined ? null : Math.floor(options.maxPairs / options.shards),
           },

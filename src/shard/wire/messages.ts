@@ -18,11 +18,15 @@ export interface ShardInit {
   board: ReplyBoardShape;
   /** Initial node and edge capacity of the tree (null: the default; tests force growth). */
   initialCapacity: number | null;
+  /** Niceness the thread gives itself (0: unchanged; Linux only). */
+  nice: number;
 }
 
 /** What a shard thread's start task returns. */
 export interface ShardStarted {
   threadId: number;
+  /** The niceness the thread runs at, or null when it could not be set (not Linux). */
+  nice: number | null;
   /** The tree's shared memory, read by lookups on the calling thread. */
   layout: SharedTreeLayout;
 }
