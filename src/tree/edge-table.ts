@@ -34,7 +34,8 @@ export function findEdge(
     const v = slots[i]!;
     if (v === 0) return -1;
     const c = v - 1;
-    if (tl[c] === lo && th[c] === hi && par[c] === parent) return c;
+    // Halves compared as int32 (callers may pass either form; see worker-table.ts on why int32).
+    if ((tl[c]! | 0) === (lo | 0) && (th[c]! | 0) === (hi | 0) && par[c] === parent) return c;
     i = (i + 1) & mask;
   }
 }

@@ -246,7 +246,7 @@ export class RadixTree {
     const nodes = this.nodes;
     let start: number = ROOT;
     if (hasParent) {
-      const ref = table0 === null ? null : table0.find(parentLo, parentHi);
+      const ref = table0 === null ? null : table0.find(parentLo | 0, parentHi | 0);
       if (ref === null) return PARENT_NOT_FOUND;
       start = ref >= 0 ? ref : nodes.pNode[~ref]!;
     }
@@ -260,10 +260,11 @@ export class RadixTree {
     let cur = start;
     for (let i = 0; i < n; i++) {
       const k = off + 4 * i;
-      const bLo = words[k]!;
-      const bHi = words[k + 1]!;
-      const tLo = words[k + 2]!;
-      const tHi = words[k + 3]!;
+      // Halves read as int32: they cross calls (see worker-table.ts).
+      const bLo = words[k]! | 0;
+      const bHi = words[k + 1]! | 0;
+      const tLo = words[k + 2]! | 0;
+      const tHi = words[k + 3]! | 0;
       const child = cur < 0 ? NONE : this.childOf(cur, tLo, tHi);
       if (table0 !== null) {
         const held = table0.find(bLo, bHi);
@@ -288,11 +289,11 @@ export class RadixTree {
     let cur = this.storeAt;
     for (let i = from; i < to; i++) {
       const k = off + 4 * i;
-      const bLo = words[k]!;
-      const bHi = words[k + 1]!;
+      const bLo = words[k]! | 0;
+      const bHi = words[k + 1]! | 0;
       let child = path[i]!;
       if (child < 0) {
-        child = nodes.allocNode(cur as NodeId, words[k + 2]!, words[k + 3]!, slot, bLo, bHi);
+        child = nodes.allocNode(cur as NodeId, words[k + 2]! | 0, words[k + 3]! | 0, slot, bLo, bHi);
         this.edges.insert(child as NodeId);
         table.insert(child as PairRef);
         this.pairs++;
@@ -358,7 +359,7 @@ export class RadixTree {
     const table = this.tables[slot]!;
     let missing = 0;
     for (let i = from; i < to; i++) {
-      const ref = table.find(words[off + 2 * i]!, words[off + 2 * i + 1]!);
+      const ref = table.find(words[off + 2 * i]! | 0, words[off + 2 * i + 1]! | 0);
       if (ref === null) missing++;
       else this.dropPair(ref, table);
     }
@@ -522,7 +523,7 @@ export class RadixTree {
       else hashes.push(nodes.pLo[~ref]!, nodes.pHi[~ref]!);
     }
     for (let i = 0; i < hashes.length; i += 2) {
-      const ref = table.find(hashes[i]!, hashes[i + 1]!);
+      const ref = table.find(hashes[i]! | 0, hashes[i + 1]! | 0);
       if (ref !== null) this.dropPair(ref, table);
     }
   }
@@ -596,7 +597,7 @@ export class RadixTree {
     // (lookup p99 on the conversation tree measured 22 -> 14 us).
     const nodes = this.nodes;
     const c = nodes.firstChild[cur]!;
-    if (c !== NONE && nodes.tokLo[c] === lo && nodes.tokHi[c] === hi) return c;
+    if (c !== NONE && (nodes.tokLo[c]! | 0) === (lo | 0) && (nodes.tokHi[c]! | 0) === (hi | 0)) return c;
     return c === NONE ? NONE : this.edges.find(cur, lo, hi);
   }
 
@@ -620,8 +621,8 @@ export class RadixTree {
     const nodes = this.nodes;
     const w = nodes.w0[node]!;
     if (w === slot) {
-      if (nodes.h0Lo[node] === lo && nodes.h0Hi[node] === hi) return;
-      table.remove(nodes.h0Lo[node]!, nodes.h0Hi[node]!);
+      if ((nodes.h0Lo[node]! | 0) === (lo | 0) && (nodes.h0Hi[node]! | 0) === (hi | 0)) return;
+      table.remove(nodes.h0Lo[node]! | 0, nodes.h0Hi[node]! | 0);
       nodes.h0Lo[node] = lo;
       nodes.h0Hi[node] = hi;
       table.insert(node as number as PairRef);
@@ -632,14 +633,14 @@ export class RadixTree {
       const hLo = nodes.h0Lo[node]!;
       const hHi = nodes.h0Hi[node]!;
       nodes.w0[node] = NONE;
-      this.tables[w]!.repoint(hLo, hHi, nodes.allocPair(node, w as WorkerSlot, hLo, hHi));
+      this.tables[w]!.repoint(hLo | 0, hHi | 0, nodes.allocPair(node, w as WorkerSlot, hLo, hHi));
     } else {
       // O(1) membership (pair-index.ts): walking the list made a block shared by thousands of
       // workers cost O(workers) per store.
       const p = nodes.findPair(node, slot);
       if (p !== NONE) {
-        if (nodes.pLo[p] === lo && nodes.pHi[p] === hi) return;
-        table.remove(nodes.pLo[p]!, nodes.pHi[p]!);
+        if ((nodes.pLo[p]! | 0) === (lo | 0) && (nodes.pHi[p]! | 0) === (hi | 0)) return;
+        table.remove(nodes.pLo[p]! | 0, nodes.pHi[p]! | 0);
         nodes.pLo[p] = lo;
         nodes.pHi[p] = hi;
         table.insert(~p as PairRef);
@@ -656,14 +657,14 @@ export class RadixTree {
     this.pairs--;
     if (ref >= 0) {
       const node = ref as number as NodeId;
-      table.remove(nodes.h0Lo[node]!, nodes.h0Hi[node]!);
+      table.remove(nodes.h0Lo[node]! | 0, nodes.h0Hi[node]! | 0);
       nodes.w0[node] = NONE;
       this.detach(node);
       return;
     }
     const p = ~ref;
     const node = nodes.pNode[p]!;
-    table.remove(nodes.pLo[p]!, nodes.pHi[p]!);
+    table.remove(nodes.pLo[p]! | 0, nodes.pHi[p]! | 0);
     nodes.freePairIndex(p);
     const h = nodes.head(node);
     if (h !== NONE && nodes.pNext[h] === NONE) {
@@ -671,7 +672,7 @@ export class RadixTree {
       const w = nodes.pWorker[h]!;
       nodes.h0Lo[node] = nodes.pLo[h]!;
       nodes.h0Hi[node] = nodes.pHi[h]!;
-      this.tables[w]!.repoint(nodes.pLo[h]!, nodes.pHi[h]!, node as PairRef);
+      this.tables[w]!.repoint(nodes.pLo[h]! | 0, nodes.pHi[h]! | 0, node as PairRef);
       nodes.freePairIndex(h);
       nodes.w0[node] = w;
     }
@@ -699,12 +700,12 @@ export class RadixTree {
       }
       const w = nodes.w0[id]!;
       if (w >= 0) {
-        this.tables[w]!.remove(nodes.h0Lo[id]!, nodes.h0Hi[id]!);
+        this.tables[w]!.remove(nodes.h0Lo[id]! | 0, nodes.h0Hi[id]! | 0);
         this.pairs--;
       }
       for (let p = nodes.head(id); p !== NONE; ) {
         const next = nodes.pNext[p]!;
-        this.tables[nodes.pWorker[p]!]!.remove(nodes.pLo[p]!, nodes.pHi[p]!);
+        this.tables[nodes.pWorker[p]!]!.remove(nodes.pLo[p]! | 0, nodes.pHi[p]! | 0);
         this.pairs--;
         nodes.freePairIndex(p);
         p = next;

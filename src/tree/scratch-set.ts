@@ -41,7 +41,7 @@ export class ScratchSet {
         this.hi[i] = hi;
         return true;
       }
-      if (this.lo[i] === lo && this.hi[i] === hi) return false;
+      if ((this.lo[i]! | 0) === (lo | 0) && (this.hi[i]! | 0) === (hi | 0)) return false;
       i = (i + 1) & mask;
     }
   }

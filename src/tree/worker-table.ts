@@ -31,15 +31,19 @@ export class WorkerTable {
     return this.slots.byteLength;
   }
 
+  // Keys are compared as int32 (`x | 0`): a uint32 half above 2^31 is not a small integer in
+  // V8, so passing or returning it through a call that is not inlined allocates a heap number.
+  // That was ~36 MB of garbage per replay of the conversation workload in a shard thread, whose
+  // scavenges (up to 5 ms) then ran inside write sections while lookups waited for the lock.
   private keyLo(v: number): number {
-    return v > 0 ? this.nodes.h0Lo[v - 1]! : this.nodes.pLo[~v]!;
+    return (v > 0 ? this.nodes.h0Lo[v - 1]! : this.nodes.pLo[~v]!) | 0;
   }
 
   private keyHi(v: number): number {
-    return v > 0 ? this.nodes.h0Hi[v - 1]! : this.nodes.pHi[~v]!;
+    return (v > 0 ? this.nodes.h0Hi[v - 1]! : this.nodes.pHi[~v]!) | 0;
   }
 
-  /** The slot index holding the hash, or -1. */
+  /** The slot index holding the hash (halves as int32: `x | 0`), or -1. */
   findSlot(lo: number, hi: number): number {
     const slots = this.slots;
     const mask = this.mask;

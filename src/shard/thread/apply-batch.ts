@@ -79,7 +79,7 @@ function storeInRanges(tree: RadixTree, words: Uint32Array, i: number, counts: S
   if (i + 7 + 4 * n > words.length) throw truncated(i);
   const worker = u64(words[i + 1]!, words[i + 2]!);
   // Phase 1 only reads the tree, which only this thread writes: no lock needed.
-  const status = tree.checkStored(worker, words[i + 3] === 1, words[i + 4]!, words[i + 5]!, words, i + 7, n);
+  const status = tree.checkStored(worker, words[i + 3] === 1, words[i + 4]! | 0, words[i + 5]! | 0, words, i + 7, n);
   if (status === null) {
     tree.reserve(n);
     for (let from = 0; from < n; from += budget) {
@@ -132,7 +132,7 @@ export function applyBatch(tree: RadixTree, words: Uint32Array, counts: StatusCo
       case REC_STORED: {
         const n = words[i + 6]!;
         if (i + 7 + 4 * n > end) throw truncated(i);
-        status = tree.applyStored(worker, words[i + 3] === 1, words[i + 4]!, words[i + 5]!, words, i + 7, n);
+        status = tree.applyStored(worker, words[i + 3] === 1, words[i + 4]! | 0, words[i + 5]! | 0, words, i + 7, n);
         i += 7 + 4 * n;
         break;
       }
