@@ -35,6 +35,12 @@ export const ErrorCode = {
   NatsRequestFailed: 'KVX_NATS_REQUEST_FAILED',
   /** A findMatches request over NATS had a bad body, or its reply reported an error. */
   NatsBadQuery: 'KVX_NATS_BAD_QUERY',
+  /** The NATS server refused kvindex's credentials (user/password, token, NKey or creds file). */
+  NatsAuthFailed: 'KVX_NATS_AUTH_FAILED',
+  /** The TLS handshake with the NATS server failed (certificate not trusted, server without TLS, ...). */
+  NatsTlsFailed: 'KVX_NATS_TLS_FAILED',
+  /** The snapshot object exists but cannot be decoded (see `onBadSnapshot`). */
+  SnapshotUnreadable: 'KVX_SNAPSHOT_UNREADABLE',
 } as const;
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

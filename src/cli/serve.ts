@@ -6,17 +6,31 @@
  * indexer, exit 0 (1 if the indexer failed while serving).
  */
 
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { pino, type Logger } from 'pino';
 import { KvQueryService } from '../nats/query.js';
 import { KvEventSubscriber } from '../nats/subscriber.js';
 import { checkEncoding } from '../nats/snapshot.js';
 import { reason } from '../nats/errors.js';
+import type { NatsAuthOptions } from '../nats/auth.js';
 import { ShardedIndexer } from '../indexer/sharded-indexer.js';
 
 const USAGE = `usage: kvindex serve [options]
   consume KV events from NATS JetStream into an index and answer findMatches requests
-  --nats <url>               NATS server (default: $NATS_SERVER, else nats://127.0.0.1:4222)
+  --nats <url>               NATS server (default: $NATS_SERVER, else nats://127.0.0.1:4222);
+                             nats://user:pass@host:port and nats://token@host:port carry credentials
+                             (never logged)
+  --nats-user <name>         NATS user (default: $NATS_AUTH_USERNAME); the password comes from
+                             --nats-password-file, the URL or $NATS_AUTH_PASSWORD
+  --nats-password-file <f>   file holding the NATS password (kept off the command line)
+  --nats-token-file <f>      file holding a NATS token (default: $NATS_AUTH_TOKEN)
+  --nats-creds <f>           NATS credentials file, JWT + NKey (default: $NATS_AUTH_CREDENTIALS_FILE)
+  --nats-nkey-seed <f>       file holding an NKey user seed (default: $NATS_AUTH_NKEY_SEED_FILE)
+  --tls-ca <f>               CA certificate (PEM) that signed the NATS server's (default: $NATS_TLS_CA_FILE)
+  --tls-cert <f>, --tls-key <f>
+                             client certificate and key (PEM) for servers that verify clients
+                             (default: $NATS_TLS_CERT_FILE, $NATS_TLS_KEY_FILE)
   --namespace <ns>           Dynamo namespace (default: dynamo)
   --component <comp>         Dynamo component (default: backend)
   --shards <n>               shard threads; 0 indexes in the main thread (default: 0)
@@ -30,7 +44,8 @@ const USAGE = `usage: kvindex serve [options]
   --consumer <name>          durable consumer name (default: a random UUID)
   --keep-consumer            keep the durable consumer on exit (default: delete it, as Dynamo does)
   --max-age <s>              max_age of the stream when serve creates it (default: 3600)
-  --connect-timeout <ms>     give up connecting to NATS after this long (default: 5000)
+  --connect-timeout <ms>     give up connecting to NATS after this long, whatever the address does
+                             (default: 5000); refused credentials or failed TLS end start-up at once
   --log-level <level>        pino level: debug, info, warn, error (default: info)
   --help                     print this
 requests: subject namespace-<ns>-component-<comp>.kvindex.find, body {"tokens":[...]} or
@@ -39,6 +54,7 @@ requests: subject namespace-<ns>-component-<comp>.kvindex.find, body {"tokens":[
 
 interface ServeArgs {
   nats: string | undefined;
+  auth: NatsAuthOptions;
   namespace: string;
   component: string;
   shards: number;
@@ -63,6 +79,14 @@ function parse(args: string[]): ServeArgs | 'help' {
     allowPositionals: true,
     options: {
       nats: { type: 'string' },
+      'nats-user': { type: 'string' },
+      'nats-password-file': { type: 'string' },
+      'nats-token-file': { type: 'string' },
+      'nats-creds': { type: 'string' },
+      'nats-nkey-seed': { type: 'string' },
+      'tls-ca': { type: 'string' },
+      'tls-cert': { type: 'string' },
+      'tls-key': { type: 'string' },
       namespace: { type: 'string' },
       component: { type: 'string' },
       shards: { type: 'string' },
@@ -98,8 +122,32 @@ function parse(args: string[]): ServeArgs | 'help' {
   } catch (err) {
     throw new UsageError(reason(err));
   }
+  const secretFile = (name: string, path: string | undefined): string | undefined => {
+    if (path === undefined) return undefined;
+    try {
+      return readFileSync(path, 'utf8').trim();
+    } catch (err) {
+      throw new UsageError(`--${name}: cannot read ${path} (${String((err as { code?: unknown }).code ?? 'error')})`);
+    }
+  };
+  const tls = {
+    ...(values['tls-ca'] === undefined ? {} : { caFile: values['tls-ca'] }),
+    ...(values['tls-cert'] === undefined ? {} : { certFile: values['tls-cert'] }),
+    ...(values['tls-key'] === undefined ? {} : { keyFile: values['tls-key'] }),
+  };
+  const pass = secretFile('nats-password-file', values['nats-password-file']);
+  const token = secretFile('nats-token-file', values['nats-token-file']);
+  const auth: NatsAuthOptions = {
+    ...(values['nats-user'] === undefined ? {} : { user: values['nats-user'] }),
+    ...(pass === undefined ? {} : { pass }),
+    ...(token === undefined ? {} : { token }),
+    ...(values['nats-creds'] === undefined ? {} : { credsFile: values['nats-creds'] }),
+    ...(values['nats-nkey-seed'] === undefined ? {} : { nkeySeedFile: values['nats-nkey-seed'] }),
+    ...(Object.keys(tls).length === 0 ? {} : { tls }),
+  };
   return {
     nats: values.nats,
+    auth,
     namespace: values.namespace ?? 'dynamo',
     component: values.component ?? 'backend',
     shards: int('shards', values.shards, 0, 0),
@@ -138,6 +186,7 @@ export async function main(args: string[]): Promise<number> {
       namespace: a.namespace,
       component: a.component,
       ...(a.nats === undefined ? {} : { servers: a.nats }),
+      auth: a.auth,
       ...(a.consumer === undefined ? {} : { consumerName: a.consumer }),
       snapshotThreshold: a.snapshotThreshold,
       encoding: a.encoding,
@@ -151,6 +200,8 @@ export async function main(args: string[]): Promise<number> {
   } catch (err) {
     logger.error({ code: (err as { code?: unknown }).code, err: reason(err) }, 'kvindex serve could not start');
     await indexer.close();
+    // A socket some library left open must not hold the exit for the OS's connect timeout.
+    setTimeout(() => process.exit(1), 200).unref();
     return 1;
   }
   const query = KvQueryService.start(sub.connection, indexer, sub.names.querySubject, {

@@ -11,6 +11,8 @@ export const NatsErrorCode = {
   JetStreamUnavailable: ErrorCode.NatsJetStreamUnavailable,
   RequestFailed: ErrorCode.NatsRequestFailed,
   BadQuery: ErrorCode.NatsBadQuery,
+  AuthFailed: ErrorCode.NatsAuthFailed,
+  TlsFailed: ErrorCode.NatsTlsFailed,
 } as const;
 
 export type NatsErrorCode = (typeof NatsErrorCode)[keyof typeof NatsErrorCode];

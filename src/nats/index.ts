@@ -10,6 +10,7 @@ export { KvEventPublisher } from './publisher.js';
 export { KvQueryService, requestFindMatches } from './query.js';
 export { kvNames } from './names.js';
 export { connectNats } from './connect.js';
+export { redactUrl } from './auth.js';
 export { NatsError, NatsErrorCode } from './errors.js';
 
 // Types
@@ -18,3 +19,4 @@ export type { KvEventPublisherOptions, PublishOptions } from './publisher.js';
 export type { FindQuery, FindRequest, QueryServiceOptions, RemoteScores } from './query.js';
 export type { KvNames } from './names.js';
 export type { NatsConnectOptions } from './connect.js';
+export type { NatsAuthOptions, NatsTlsOptions } from './auth.js';

@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import { ErrorCode, KvIndexError } from '../errors.js';
 import type { SnapshotEncoding } from '../protocol/types.js';
 import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
+import type { NatsAuthOptions } from './auth.js';
 import { DEFAULT_STREAM_MAX_AGE_S } from './connect.js';
 import { checkEncoding } from './snapshot.js';
 
@@ -20,6 +21,8 @@ export interface KvEventSubscriberOptions {
   connection?: NatsConnection;
   /** First-connect retry budget, ms (default 5,000); then `KVX_NATS_UNREACHABLE`. */
   connectTimeoutMs?: number;
+  /** Credentials and TLS (see auth.ts); unset fields fall back to the URL, then the environment. */
+  auth?: NatsAuthOptions;
   /** Durable consumer name; default a random UUID, as Dynamo names it after the router. */
   consumerName?: string;
   /** `max_age` of the stream when this subscriber creates it, seconds. Default 3,600. */

@@ -125,6 +125,7 @@ export class KvEventSubscriber {
       (await connectNats({
         ...(o.servers === undefined ? {} : { servers: o.servers }),
         ...(options.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: options.connectTimeoutMs }),
+        ...(options.auth === undefined ? {} : { auth: options.auth }),
         ...(logger === undefined ? {} : { logger }),
         name: `kvindex-router-${o.consumerName}`,
       }));
