@@ -64,8 +64,10 @@ export interface SubscriberStats {
   malformed: number;
   /** Messages at or below the router's position, skipped. */
   duplicates: number;
-  /** Stream sequences that never arrived (purged or expired before this router read them). */
+  /** Stream sequences that never arrived because the stream no longer held them (purged, expired, deleted). */
   missedSeqs: number;
+  /** Sequences the stream still held that were delivered but never reached this router (each makes it recreate its consumer). */
+  lostDeliveries: number;
   /** Times the consumer was recreated after a lost delivery or its disappearance. */
   consumerResets: number;
   snapshots: number;

@@ -30,8 +30,8 @@ import type { Logger } from 'pino';
 import { ErrorCode, EventParseError, KvIndexError } from '../errors.js';
 import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
 import { connectNats, createDurableConsumer, ensureStream, openJetStream, sleep } from './connect.js';
-import { DeliveryTracker } from './delivery.js';
-import { API_CONSUMER_NOT_FOUND, isApiError, reason } from './errors.js';
+import { DeliveryTracker, explainGap, type GapReport } from './delivery.js';
+import { API_CONSUMER_NOT_FOUND, API_NO_MESSAGE, isApiError, reason } from './errors.js';
 import { kvNames, type KvNames } from './names.js';
 import { restoreSnapshot, type RestoreReport, type SnapshotReport } from './snapshot.js';
 import { SnapshotScheduler } from './snapshot-schedule.js';
@@ -75,7 +75,7 @@ export class KvEventSubscriber {
   private failingSince = 0;
   private readonly onShardMalformed: ((err: KvIndexError, streamSeq?: number) => void) | null;
   private status: AsyncIterable<Status> | null = null;
-  private readonly counts = { received: 0, applied: 0, malformed: 0, duplicates: 0, missedSeqs: 0, consumerResets: 0, pending: 0 };
+  private readonly counts = { received: 0, applied: 0, malformed: 0, duplicates: 0, missedSeqs: 0, lostDeliveries: 0, consumerResets: 0, pending: 0 };
 
   private constructor(
     o: SubscriberConfig,
@@ -349,7 +349,8 @@ export class KvEventSubscriber {
         n++;
         bytes += m.data.length;
         if (this.resetNeeded) continue;
-        if (this.accept(m)) last = m;
+        const ok = this.accept(m);
+        if (ok === true || (ok !== false && (await ok))) last = m;
         if (this.indexer.needsDrain) await this.indexer.drained();
         // Caught up (the server has nothing more, and `getPending()` counts only this message):
         // commit now rather than when the pull expires, so acks and `lastAppliedSeq` do not lag
@@ -402,29 +403,68 @@ export class KvEventSubscriber {
     await c;
   }
 
-  /** Handles one delivery; true when it may be acked (everything but a lost-delivery signal). */
-  private accept(m: JsMsg): boolean {
+  /**
+   * Handles one delivery; true when it may be acked (everything but a message after deliveries
+   * lost in transit). A promise only for a gap in stream sequences, which asks the server.
+   */
+  private accept(m: JsMsg): boolean | Promise<boolean> {
     this.counts.received++;
-    const info = m.info;
-    this.counts.pending = info.pending;
-    const seq = m.seq;
-    const d = this.position.classify(seq, info.deliverySequence);
-    if (d.kind === 'lost') {
+    this.counts.pending = m.info.pending;
+    const d = this.position.classify(m.seq);
+    if (d.kind === 'duplicate') {
+      this.counts.duplicates++;
+      return true;
+    }
+    if (d.kind === 'gap') return this.acceptAfterGap(m, d.from, d.to);
+    return this.apply(m);
+  }
+
+  /** Explains the gap `from..to` before `m` (gone from the stream, or lost in transit) and acts on it. */
+  private async acceptAfterGap(m: JsMsg, from: number, to: number): Promise<boolean> {
+    const stream = this.names.stream;
+    let report: GapReport;
+    try {
+      const info = await this.jsm.streams.info(stream);
+      report = await explainGap(from, to, info.state.first_seq, (seq) =>
+        this.jsm.streams.getMessage(stream, { seq }).then(
+          () => true,
+          (err: unknown) => {
+            if (isApiError(err, API_NO_MESSAGE)) return false;
+            throw err;
+          },
+        ),
+      );
+    } catch (err) {
+      this.logger?.warn({ from, to, err: reason(err) }, 'cannot tell where skipped stream sequences went: recreating the consumer after the last applied sequence');
+      this.resetNeeded = true;
+      return false;
+    }
+    if (report.inTransit.length > 0) {
+      this.counts.lostDeliveries += report.inTransit.length;
       this.logger?.warn(
-        { consumer: this.consumerName, expected: d.expected, got: info.deliverySequence, streamSeq: seq, resumeAfter: this.position.position },
+        { consumer: this.consumerName, lostSeqs: report.inTransit, from, to, resumeAfter: this.position.position },
         'deliveries were lost in transit: recreating the consumer after the last applied sequence',
       );
       this.resetNeeded = true;
       return false;
     }
-    if (d.kind === 'duplicate') {
-      this.counts.duplicates++;
-      return true;
+    this.counts.missedSeqs += to - from + 1;
+    if (report.purged > 0) {
+      this.logger?.warn({ from, to: from + report.purged - 1 }, 'stream sequences purged or expired before this router read them');
     }
-    if (d.missedTo >= d.missedFrom) {
-      this.counts.missedSeqs += d.missedTo - d.missedFrom + 1;
-      this.logger?.warn({ from: d.missedFrom, to: d.missedTo }, 'stream sequences missing (purged or expired before this router read them)');
+    if (report.deleted > 0) {
+      this.logger?.warn(
+        { from: from + report.purged, to, count: report.deleted },
+        'stream sequences missing from the stream (deleted, or dropped by the server): their events are not in the index',
+      );
     }
+    this.position.skipGap(m.seq);
+    return this.apply(m);
+  }
+
+  /** Hands a new message's event to the indexer; a malformed one is counted and logged. */
+  private apply(m: JsMsg): boolean {
+    const seq = m.seq;
     try {
       if (this.o.parseInShards) this.indexer.applyEventJson(m.data, seq);
       else this.indexer.applyEventJsonOnCaller(m.data);
@@ -465,7 +505,6 @@ export class KvEventSubscriber {
     const from = this.position.position + 1;
     const { consumer, existed } = await createDurableConsumer(this.jsm, this.js, stream, name, from);
     this.consumer = consumer;
-    this.position.consumerCreated();
     if (this.resetNeeded || existed) {
       this.counts.consumerResets++;
       this.logger?.info({ consumer: name, fromSeq: from }, 'durable consumer recreated');
