@@ -43,6 +43,10 @@ const USAGE = `usage: kvindex serve [options]
                              in its shard and still logged at WARN with its exact stream sequence)
   --consumer <name>          durable consumer name (default: a random UUID)
   --keep-consumer            keep the durable consumer on exit (default: delete it, as Dynamo does)
+  --consumer-inactive-threshold <s>
+                             the server deletes this router's consumer after this long without a
+                             pull, e.g. after a crash, so it stops holding back purges (default: 60;
+                             Dynamo's is 3600)
   --max-age <s>              max_age of the stream when serve creates it (default: 3600)
   --connect-timeout <ms>     give up connecting to NATS after this long, whatever the address does
                              (default: 5000); refused credentials or failed TLS end start-up at once
@@ -65,6 +69,7 @@ interface ServeArgs {
   parseInShards: boolean;
   consumer: string | undefined;
   keepConsumer: boolean;
+  consumerInactiveS: number;
   maxAgeS: number;
   connectTimeoutMs: number;
   logLevel: string;
@@ -97,6 +102,7 @@ function parse(args: string[]): ServeArgs | 'help' {
       'parse-in-shards': { type: 'boolean' },
       consumer: { type: 'string' },
       'keep-consumer': { type: 'boolean' },
+      'consumer-inactive-threshold': { type: 'string' },
       'max-age': { type: 'string' },
       'connect-timeout': { type: 'string' },
       'log-level': { type: 'string' },
@@ -158,6 +164,7 @@ function parse(args: string[]): ServeArgs | 'help' {
     parseInShards: values['parse-in-shards'] === true,
     consumer: values.consumer,
     keepConsumer: values['keep-consumer'] === true,
+    consumerInactiveS: int('consumer-inactive-threshold', values['consumer-inactive-threshold'], 60, 1),
     maxAgeS: int('max-age', values['max-age'], 3600, 1),
     connectTimeoutMs: int('connect-timeout', values['connect-timeout'], 5_000, 1),
     logLevel: level,
@@ -193,6 +200,7 @@ export async function main(args: string[]): Promise<number> {
       resetStates: a.resetStates,
       parseInShards: a.parseInShards,
       keepConsumer: a.keepConsumer,
+      consumerInactiveThresholdS: a.consumerInactiveS,
       streamMaxAgeS: a.maxAgeS,
       connectTimeoutMs: a.connectTimeoutMs,
       logger,

@@ -229,10 +229,16 @@ export async function ensureStream(jsm: JetStreamManager, names: KvNames, maxAge
   }
 }
 
+/** Default `inactive_threshold` of kvindex's durable consumers, seconds. */
+export const DEFAULT_CONSUMER_INACTIVE_S = 60;
+
 /**
  * Deletes the durable consumer `name` if it exists and creates it afresh to deliver from stream
  * sequence `fromSeq` (1: everything). Ack policy `all` (one ack per batch acknowledges the batch),
- * `inactive_threshold` 1 h as Dynamo, other fields the server defaults (`ack_wait` 30 s).
+ * `inactive_threshold` `inactiveS` (the server deletes the consumer after that long without a
+ * pull: a crashed router's consumer then stops holding back purges; Dynamo uses 1 h, which let a
+ * stream with a snapshot threshold of 500 grow to 3,090 messages), other fields the server
+ * defaults (`ack_wait` 30 s). A live router pulls at least every second, so it never goes idle.
  */
 export async function createDurableConsumer(
   jsm: JetStreamManager,
@@ -240,6 +246,7 @@ export async function createDurableConsumer(
   stream: string,
   name: string,
   fromSeq: number,
+  inactiveS: number = DEFAULT_CONSUMER_INACTIVE_S,
 ): Promise<{ consumer: Consumer; existed: boolean }> {
   const existed = await jsm.consumers.delete(stream, name).catch((err: unknown) => {
     if (isApiError(err, API_CONSUMER_NOT_FOUND)) return false;
@@ -249,7 +256,7 @@ export async function createDurableConsumer(
     await jsm.consumers.add(stream, {
       durable_name: name,
       ack_policy: AckPolicy.All,
-      inactive_threshold: nanos(3_600_000),
+      inactive_threshold: nanos(inactiveS * 1000),
       ...(fromSeq > 1 ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: fromSeq } : { deliver_policy: DeliverPolicy.All }),
     });
     return { consumer: await js.consumers.get(stream, name), existed };

@@ -73,6 +73,13 @@ export interface SnapshotContext {
   names: KvNames;
   indexer: ShardedIndexer;
   logger: Logger | null;
+  /** This router's durable consumer, to tell its own ack floor from another router's. */
+  consumerName?: string;
+  /**
+   * Called when a purge is skipped because another consumer's ack floor is below this router's
+   * position: `behind` is how many sequences it lags (the scheduler logs it at info).
+   */
+  onHeldBack?: (holder: { consumer: string; floor: number; behind: number; messages: number }) => void;
 }
 
 const ENCODINGS: readonly SnapshotEncoding[] = ['bincode', 'bincode-dp', 'jsonl'];
@@ -140,6 +147,9 @@ export async function takeSnapshot(
   const cap = coveredSeq();
   const candidate = before.floor === null ? null : Math.min(before.floor, cap);
   if (candidate === null || candidate < first) {
+    if (before.consumer !== null && before.floor !== null && before.consumer !== ctx.consumerName && before.floor < cap) {
+      ctx.onHeldBack?.({ consumer: before.consumer, floor: before.floor, behind: cap - before.floor, messages: streamMessages });
+    }
     logger?.debug(
       { stream: names.stream, messages: streamMessages, firstSeq: first, lowestAckFloor: before.floor, consumer: before.consumer, appliedSeq: cap },
       'snapshot skipped: nothing could be purged',

@@ -7,7 +7,7 @@ import { ErrorCode, KvIndexError } from '../errors.js';
 import type { SnapshotEncoding } from '../protocol/types.js';
 import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
 import type { NatsAuthOptions } from './auth.js';
-import { DEFAULT_STREAM_MAX_AGE_S } from './connect.js';
+import { DEFAULT_CONSUMER_INACTIVE_S, DEFAULT_STREAM_MAX_AGE_S } from './connect.js';
 import { checkEncoding } from './snapshot.js';
 
 export interface KvEventSubscriberOptions {
@@ -48,6 +48,11 @@ export interface KvEventSubscriberOptions {
    * the shards are the busy threads there. Default false.
    */
   parseInShards?: boolean;
+  /**
+   * The durable consumer's `inactive_threshold`, seconds: the server deletes it after this long
+   * without a pull (a crashed router's consumer). Default 60; Dynamo's is 3,600.
+   */
+  consumerInactiveThresholdS?: number;
   /** Keep the durable consumer on close (Dynamo deletes it, so it stops holding back purges). */
   keepConsumer?: boolean;
   logger?: Logger;
@@ -91,6 +96,7 @@ export interface SubscriberConfig {
   fetchExpiresMs: number;
   parseInShards: boolean;
   keepConsumer: boolean;
+  consumerInactiveThresholdS: number;
 }
 
 /** Applies defaults; throws `KvIndexError` `InvalidOption` naming the bad option. */
@@ -122,5 +128,6 @@ export function checkSubscriberOptions(o: KvEventSubscriberOptions): SubscriberC
     fetchExpiresMs: int('fetchExpiresMs', o.fetchExpiresMs, 1_000, 1_000),
     parseInShards: o.parseInShards === true,
     keepConsumer: o.keepConsumer === true,
+    consumerInactiveThresholdS: int('consumerInactiveThresholdS', o.consumerInactiveThresholdS, DEFAULT_CONSUMER_INACTIVE_S, 1),
   };
 }

@@ -99,7 +99,7 @@ export class KvEventSubscriber {
     this.appliedSeq = restored.resumeAfter;
     // The dump is requested in the same tick as this read (see takeSnapshot).
     this.snapshots = new SnapshotScheduler(
-      { jsm: jet.jsm, js: jet.js, names, indexer: opts.indexer, logger: this.logger },
+      { jsm: jet.jsm, js: jet.js, names, indexer: opts.indexer, logger: this.logger, consumerName: o.consumerName },
       o.snapshotThreshold,
       o.snapshotIntervalMs,
       o.encoding,
@@ -503,7 +503,7 @@ export class KvEventSubscriber {
       this.appliedSeq = 0;
     }
     const from = this.position.position + 1;
-    const { consumer, existed } = await createDurableConsumer(this.jsm, this.js, stream, name, from);
+    const { consumer, existed } = await createDurableConsumer(this.jsm, this.js, stream, name, from, this.o.consumerInactiveThresholdS);
     this.consumer = consumer;
     if (this.resetNeeded || existed) {
       this.counts.consumerResets++;
