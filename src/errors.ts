@@ -39,8 +39,6 @@ export const ErrorCode = {
   NatsAuthFailed: 'KVX_NATS_AUTH_FAILED',
   /** The TLS handshake with the NATS server failed (certificate not trusted, server without TLS, ...). */
   NatsTlsFailed: 'KVX_NATS_TLS_FAILED',
-  /** The snapshot object exists but cannot be decoded (see `onBadSnapshot`). */
-  SnapshotUnreadable: 'KVX_SNAPSHOT_UNREADABLE',
 } as const;
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

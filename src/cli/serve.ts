@@ -15,6 +15,9 @@ import { checkEncoding } from '../nats/snapshot.js';
 import { reason } from '../nats/errors.js';
 import type { NatsAuthOptions } from '../nats/auth.js';
 import { ShardedIndexer } from '../indexer/sharded-indexer.js';
+import { startAdminService } from '../nats/admin.js';
+import { ServeMetrics } from '../serve/metrics.js';
+import { parseListenAddress, startOpsServer, type OpsServer } from '../serve/ops-server.js';
 
 const USAGE = `usage: kvindex serve [options]
   consume KV events from NATS JetStream into an index and answer findMatches requests
@@ -50,10 +53,23 @@ const USAGE = `usage: kvindex serve [options]
   --max-age <s>              max_age of the stream when serve creates it (default: 3600)
   --connect-timeout <ms>     give up connecting to NATS after this long, whatever the address does
                              (default: 5000); refused credentials or failed TLS end start-up at once
+  --metrics <host:port>      serve GET /metrics (Prometheus), /health, /ready and
+                             DELETE /workers/<id> over HTTP (host defaults to 127.0.0.1; port 0
+                             picks one, logged in the ready line)
+  --metrics-max-workers <n>  per-worker metric series, the most recently active (default: 64; 0: none)
+  --ready-max-lag <n>        /ready is 200 once at most this many stream messages are unapplied
+                             (default: 100)
+  --worker-idle-timeout <s>  remove a worker from the index after this long without an event
+                             (default: never)
+  --on-bad-snapshot <mode>   fail (default): a snapshot that cannot be read stops start-up;
+                             skip: start from what the stream still holds, log that the index is
+                             partial, not ready until this router takes a new snapshot
   --log-level <level>        pino level: debug, info, warn, error (default: info)
   --help                     print this
 requests: subject namespace-<ns>-component-<comp>.kvindex.find, body {"tokens":[...]} or
   {"hashes":["<u64>",...]}; reply {"scores":{"<worker_id>":n},"frequencies":[],"stream_seq":n}
+admin: subject namespace-<ns>-component-<comp>.kvindex.remove_worker, body {"worker_id":"<u64>"};
+  reply {"removed":"<u64>","known":bool}
 `;
 
 interface ServeArgs {
@@ -70,6 +86,11 @@ interface ServeArgs {
   consumer: string | undefined;
   keepConsumer: boolean;
   consumerInactiveS: number;
+  metrics: { host: string; port: number } | null;
+  metricsMaxWorkers: number;
+  readyMaxLag: number;
+  workerIdleMs: number | null;
+  onBadSnapshot: 'fail' | 'skip';
   maxAgeS: number;
   connectTimeoutMs: number;
   logLevel: string;
@@ -103,6 +124,11 @@ function parse(args: string[]): ServeArgs | 'help' {
       consumer: { type: 'string' },
       'keep-consumer': { type: 'boolean' },
       'consumer-inactive-threshold': { type: 'string' },
+      metrics: { type: 'string' },
+      'metrics-max-workers': { type: 'string' },
+      'ready-max-lag': { type: 'string' },
+      'worker-idle-timeout': { type: 'string' },
+      'on-bad-snapshot': { type: 'string' },
       'max-age': { type: 'string' },
       'connect-timeout': { type: 'string' },
       'log-level': { type: 'string' },
@@ -151,9 +177,25 @@ function parse(args: string[]): ServeArgs | 'help' {
     ...(values['nats-nkey-seed'] === undefined ? {} : { nkeySeedFile: values['nats-nkey-seed'] }),
     ...(Object.keys(tls).length === 0 ? {} : { tls }),
   };
+  const onBad = values['on-bad-snapshot'] ?? 'fail';
+  if (onBad !== 'fail' && onBad !== 'skip') throw new UsageError(`--on-bad-snapshot: expected fail or skip, got '${onBad}'`);
+  let metrics: ServeArgs['metrics'] = null;
+  if (values.metrics !== undefined) {
+    try {
+      metrics = parseListenAddress(values.metrics);
+    } catch (err) {
+      throw new UsageError(`--${reason(err)}`);
+    }
+  }
+  const idleS = values['worker-idle-timeout'] === undefined ? null : int('worker-idle-timeout', values['worker-idle-timeout'], 0, 1);
   return {
     nats: values.nats,
     auth,
+    metrics,
+    metricsMaxWorkers: int('metrics-max-workers', values['metrics-max-workers'], 64, 0),
+    readyMaxLag: int('ready-max-lag', values['ready-max-lag'], 100, 0),
+    workerIdleMs: idleS === null ? null : idleS * 1000,
+    onBadSnapshot: onBad,
     namespace: values.namespace ?? 'dynamo',
     component: values.component ?? 'backend',
     shards: int('shards', values.shards, 0, 0),
@@ -201,6 +243,9 @@ export async function main(args: string[]): Promise<number> {
       parseInShards: a.parseInShards,
       keepConsumer: a.keepConsumer,
       consumerInactiveThresholdS: a.consumerInactiveS,
+      onBadSnapshot: a.onBadSnapshot,
+      readyMaxLag: a.readyMaxLag,
+      workerIdleMs: a.workerIdleMs,
       streamMaxAgeS: a.maxAgeS,
       connectTimeoutMs: a.connectTimeoutMs,
       logger,
@@ -212,15 +257,35 @@ export async function main(args: string[]): Promise<number> {
     setTimeout(() => process.exit(1), 200).unref();
     return 1;
   }
+  const metrics = new ServeMetrics({ subscriber: sub, indexer, namespace: a.namespace, component: a.component, maxWorkerSeries: a.metricsMaxWorkers });
   const query = KvQueryService.start(sub.connection, indexer, sub.names.querySubject, {
     appliedSeq: () => sub.lastAppliedSeq,
+    onLookup: (ms) => metrics.observeLookup(ms),
     logger,
   });
+  const admin = startAdminService(sub.connection, sub.names.adminRemoveWorkerSubject, (id) => sub.removeWorker(id), logger);
+  sub.onReadinessChange((r) => logger.info({ ready: r.ready, reason: r.reason, lag: r.lag }, r.ready ? 'index ready' : 'index not ready'));
+  let http: OpsServer | null = null;
+  if (a.metrics !== null) {
+    try {
+      http = await startOpsServer(a.metrics, { metrics, readiness: () => sub.readiness(), removeWorker: (id) => sub.removeWorker(id) }, logger);
+    } catch (err) {
+      logger.error({ err: reason(err), address: a.metrics }, 'kvindex serve could not start its metrics server');
+      await query.stop();
+      await admin.drain().catch(() => undefined);
+      await sub.close();
+      await indexer.close();
+      return 1;
+    }
+  }
   logger.info(
     {
       stream: sub.names.stream,
       consumer: sub.consumerName,
       querySubject: query.subject,
+      adminSubject: sub.names.adminRemoveWorkerSubject,
+      metricsUrl: http?.url ?? null,
+      readiness: sub.readiness().reason,
       bucket: sub.names.bucket,
       shards: a.shards,
       blockSize: a.blockSize,
@@ -232,6 +297,8 @@ export async function main(args: string[]): Promise<number> {
     'kvindex serve ready',
   );
   const outcome = await waitForStop(sub, logger);
+  await http?.close();
+  await admin.drain().catch(() => undefined);
   await query.stop();
   await sub.close();
   await indexer.close();

@@ -35,6 +35,9 @@ import { API_CONSUMER_NOT_FOUND, API_NO_MESSAGE, isApiError, reason } from './er
 import { kvNames, type KvNames } from './names.js';
 import { restoreSnapshot, type RestoreReport, type SnapshotReport } from './snapshot.js';
 import { SnapshotScheduler } from './snapshot-schedule.js';
+import { EVENT_TYPES, readEventHeader, type EventHeader } from './event-header.js';
+import { ReadinessTracker, type Readiness } from './readiness.js';
+import { WorkerActivity } from './worker-activity.js';
 import {
   checkSubscriberOptions,
   type KvEventSubscriberOptions,
@@ -75,6 +78,14 @@ export class KvEventSubscriber {
   private failingSince = 0;
   private readonly onShardMalformed: ((err: KvIndexError, streamSeq?: number) => void) | null;
   private status: AsyncIterable<Status> | null = null;
+  /** Per-worker last event and event-id gaps (worker-activity.ts). */
+  readonly workers = new WorkerActivity();
+  private readonly readinessTracker: ReadinessTracker;
+  private readonly header: EventHeader = { workerId: 0n, eventId: 0n, type: 0, dpRank: 0 };
+  private readonly byType = [0, 0, 0];
+  private workersRemoved = 0;
+  private idleTimer: NodeJS.Timeout | null = null;
+  private snapshotsSeen = 0;
   private readonly counts = { received: 0, applied: 0, malformed: 0, duplicates: 0, missedSeqs: 0, lostDeliveries: 0, consumerResets: 0, pending: 0 };
 
   private constructor(
@@ -105,6 +116,8 @@ export class KvEventSubscriber {
       o.encoding,
       () => this.position.position,
     );
+    this.readinessTracker = new ReadinessTracker(o.readyMaxLag);
+    if (restored.outcome === 'skipped') this.readinessTracker.setPartial(true, this.appliedSeq);
     this.onShardMalformed = o.parseInShards ? (err, streamSeq) => this.shardRejected(err, streamSeq) : null;
     if (this.onShardMalformed !== null) opts.indexer.on('malformed', this.onShardMalformed);
   }
@@ -132,12 +145,14 @@ export class KvEventSubscriber {
     try {
       const jet = await openJetStream(nc);
       await ensureStream(jet.jsm, names, o.streamMaxAgeS, logger);
-      const restored = await restoreSnapshot({ ...jet, names, indexer: options.indexer, logger: logger ?? null }, o.resetStates);
+      const restored = await restoreSnapshot({ ...jet, names, indexer: options.indexer, logger: logger ?? null }, o.resetStates, o.onBadSnapshot);
       const sub = new KvEventSubscriber(o, options, names, nc, jet, restored);
       await sub.createConsumer();
       sub.watchConnection();
       sub.loopDone = sub.loop();
       sub.snapshots.start();
+      sub.startIdleRemoval();
+      sub.readinessTracker.update(sub.appliedSeq);
       logger?.info(
         { stream: names.stream, consumer: o.consumerName, resumeAfter: restored.resumeAfter, snapshotThreshold: o.snapshotThreshold },
         'subscribed to the KV event stream',
@@ -164,9 +179,80 @@ export class KvEventSubscriber {
       stream: this.names.stream,
       consumer: this.consumerName,
       ...this.counts,
+      eventsByType: { stored: this.byType[0]!, removed: this.byType[1]!, cleared: this.byType[2]! },
+      workerEventIdGaps: this.workers.stats().gaps,
+      workerMissingEvents: Number(this.workers.stats().missingEvents),
+      workersRemoved: this.workersRemoved,
+      lag: this.readinessTracker.lag(this.appliedSeq),
       snapshots: this.snapshots.taken,
       lastAppliedSeq: this.appliedSeq,
     };
+  }
+
+  /** Ack floor (stream sequence) of this router's durable consumer; null when the server cannot say. */
+  async consumerAckFloor(): Promise<number | null> {
+    try {
+      return (await this.jsm.consumers.info(this.names.stream, this.consumerName)).ack_floor.stream_seq;
+    } catch {
+      return null;
+    }
+  }
+
+  /** The last snapshot this router took (null: none since start). */
+  get lastSnapshot(): SnapshotScheduler['last'] {
+    return this.snapshots.last;
+  }
+
+  /**
+   * True when the index is complete enough to route with: started (snapshot restored), caught up
+   * to within `readyMaxLag` messages, not partial after a skipped snapshot, not stopped.
+   */
+  ready(): boolean {
+    return this.readinessTracker.get(this.appliedSeq).ready;
+  }
+
+  /** `ready()` with the reason and the lag. */
+  readiness(): Readiness {
+    return this.readinessTracker.get(this.appliedSeq);
+  }
+
+  /** Resolves when ready (at once if it is). */
+  whenReady(): Promise<void> {
+    return this.readinessTracker.whenReady(this.appliedSeq);
+  }
+
+  /** Calls `listener` each time readiness changes (the readiness event). */
+  onReadinessChange(listener: (r: Readiness) => void): void {
+    this.readinessTracker.onChange(listener);
+  }
+
+  /**
+   * Removes a worker's blocks from the index now (an admin request, or idleness) and forgets its
+   * event ids. Resolves with whether this router had seen events from it. Its later events are
+   * applied again as usual.
+   */
+  async removeWorker(workerId: bigint, why = 'request'): Promise<boolean> {
+    const known = this.workers.forget(workerId);
+    await this.indexer.removeWorker(workerId);
+    this.workersRemoved++;
+    this.logger?.info({ workerId: workerId.toString(), why, known }, 'worker removed from the index');
+    return known;
+  }
+
+  private startIdleRemoval(): void {
+    const idleMs = this.o.workerIdleMs;
+    if (idleMs === null) return;
+    // Checked a few times per threshold, at most every 5 s: removal is late by at most that much.
+    const every = Math.max(10, Math.min(5_000, Math.floor(idleMs / 4)));
+    this.idleTimer = setInterval(() => {
+      if (this.stopping) return;
+      for (const id of this.workers.idle(Date.now(), idleMs)) {
+        void this.removeWorker(id, `no event for ${idleMs} ms`).catch((err: unknown) => {
+          this.logger?.warn({ workerId: id.toString(), err: reason(err) }, 'could not remove an idle worker');
+        });
+      }
+    }, every);
+    this.idleTimer.unref();
   }
 
   /**
@@ -240,6 +326,8 @@ export class KvEventSubscriber {
     }
     this.closed = true;
     this.stopping = true;
+    if (this.idleTimer !== null) clearInterval(this.idleTimer);
+    this.readinessTracker.stop(this.appliedSeq);
     const snapshotsStopped = this.snapshots.stop();
     // Abandoning the pull is harmless now: deliveries that still arrive are never acked, and the
     // consumer is deleted (or, kept, is recreated from the snapshot position by the next start).
@@ -384,6 +472,11 @@ export class KvEventSubscriber {
       if (this.stopping) await last.ackAck({ timeout: 2_000 }).catch(() => false);
       else last.ack();
       this.appliedSeq = upTo;
+      if (this.snapshots.taken !== this.snapshotsSeen) {
+        this.snapshotsSeen = this.snapshots.taken;
+        this.readinessTracker.setPartial(false, upTo);
+      }
+      this.readinessTracker.update(upTo);
       if (this.waiters.length > 0) {
         const ready = this.waiters.filter((w) => w.seq <= upTo);
         this.waiters = this.waiters.filter((w) => w.seq > upTo);
@@ -410,6 +503,7 @@ export class KvEventSubscriber {
   private accept(m: JsMsg): boolean | Promise<boolean> {
     this.counts.received++;
     this.counts.pending = m.info.pending;
+    this.readinessTracker.delivered(m.seq, m.info.pending);
     const d = this.position.classify(m.seq);
     if (d.kind === 'duplicate') {
       this.counts.duplicates++;
@@ -465,6 +559,7 @@ export class KvEventSubscriber {
   /** Hands a new message's event to the indexer; a malformed one is counted and logged. */
   private apply(m: JsMsg): boolean {
     const seq = m.seq;
+    const h = readEventHeader(m.data, this.header) ? this.header : null;
     try {
       if (this.o.parseInShards) this.indexer.applyEventJson(m.data, seq);
       else this.indexer.applyEventJsonOnCaller(m.data);
@@ -478,7 +573,20 @@ export class KvEventSubscriber {
       return true;
     }
     this.counts.applied++;
+    if (h !== null) this.track(h, seq);
     return true;
+  }
+
+  /** Per-worker bookkeeping of an applied event; an event-id jump is counted and logged. */
+  private track(h: EventHeader, seq: number): void {
+    this.byType[h.type]!++;
+    const expected = this.workers.expectedNext(h.workerId, h.dpRank);
+    if (this.workers.observe(h.workerId, h.dpRank, h.eventId, Date.now()) === 'gap') {
+      this.logger?.warn(
+        { workerId: h.workerId.toString(), dpRank: h.dpRank, expectedEventId: expected?.toString(), eventId: h.eventId.toString(), streamSeq: seq, type: EVENT_TYPES[h.type] },
+        "event ids of a worker jumped: the router missed some of its events, so this worker's cache may be misreported until it clears or is removed",
+      );
+    }
   }
 
   /** A shard could not parse a message handed over with `parseInShards`: it changed nothing. */
@@ -493,6 +601,7 @@ export class KvEventSubscriber {
     const { stream } = this.names;
     const name = this.consumerName;
     const info = await ensureStream(this.jsm, this.names, this.o.streamMaxAgeS, this.logger ?? undefined);
+    this.readinessTracker.streamState(info.state.first_seq, info.state.last_seq);
     if (info.state.last_seq < this.position.position) {
       // Sequences only go back when the stream was deleted and created again.
       this.logger?.warn(
