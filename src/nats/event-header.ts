@@ -5,6 +5,10 @@
  * `{"worker_id":W,"event":{"event_id":E,"data":{"stored":...}},"dp_rank":R}}` with `dp_rank`
  * last when present, so the rank is read from the end. Text in any other layout is not
  * tracked (`readEventHeader` returns false); the indexer still parses and applies it.
+ *
+ * Cost, measured on the shared 2-core VM (noisy): 200-230 ns per message with a 19-digit worker
+ * id, 200-300 ns with `WorkerActivity.observe`; parsing a 16-block stored event costs about
+ * 170 ns per block (json-peek.ts), so the bookkeeping adds roughly 5-10 % to the caller's parse.
  */
 
 /** Event types, as indexes into per-type counters. */
@@ -25,6 +29,7 @@ const EVENT = ascii(',"event":{"event_id":');
 const DATA = ascii(',"data":');
 const DP = ascii(',"dp_rank":');
 const U64_MAX = 0xffff_ffff_ffff_ffffn;
+const E15 = 1_000_000_000_000_000n;
 
 function ascii(s: string): Uint8Array {
   return Uint8Array.from(s, (c) => c.charCodeAt(0));
@@ -46,15 +51,15 @@ function digitsEnd(b: Uint8Array, i: number): number {
 function u64(b: Uint8Array, from: number, to: number): bigint | null {
   const n = to - from;
   if (n === 0 || n > 20 || (n > 1 && b[from] === 0x30)) return null;
-  let small = 0;
-  // Up to 15 digits are exact in a double; longer ones (real worker ids) go through BigInt once.
-  if (n <= 15) {
-    for (let i = from; i < to; i++) small = small * 10 + (b[i]! - 0x30);
-    return BigInt(small);
-  }
-  let text = '';
-  for (let i = from; i < to; i++) text += String.fromCharCode(b[i]!);
-  const v = BigInt(text);
+  // Up to 15 digits are exact in a double. Longer ones (real worker ids) are two doubles joined
+  // in BigInt rather than a string built for BigInt(): 250-280 -> 200-230 ns per message.
+  const split = n > 15 ? to - 15 : from;
+  let hi = 0;
+  for (let i = from; i < split; i++) hi = hi * 10 + (b[i]! - 0x30);
+  let lo = 0;
+  for (let i = split; i < to; i++) lo = lo * 10 + (b[i]! - 0x30);
+  if (split === from) return BigInt(lo);
+  const v = BigInt(hi) * E15 + BigInt(lo);
   return v > U64_MAX ? null : v;
 }
 
