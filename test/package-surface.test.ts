@@ -24,7 +24,7 @@ const EXPECTED: Record<string, string[]> = {
   ],
   'kvindex/nats': [
     'KvEventPublisher', 'KvEventSubscriber', 'KvQueryService', 'NatsError', 'NatsErrorCode',
-    'connectNats', 'kvNames', 'requestFindMatches',
+    'connectNats', 'kvNames', 'redactUrl', 'requestFindMatches',
   ],
   'kvindex/trace': ['ClusterSim', 'deriveWorkerIds', 'parseTraceLine', 'readTraceFile', 'readWorkload'],
 };

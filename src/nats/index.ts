@@ -20,3 +20,4 @@ export type { FindQuery, FindRequest, QueryServiceOptions, RemoteScores } from '
 export type { KvNames } from './names.js';
 export type { NatsConnectOptions } from './connect.js';
 export type { NatsAuthOptions, NatsTlsOptions } from './auth.js';
+export type { Readiness } from './readiness.js';

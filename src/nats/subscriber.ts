@@ -417,6 +417,7 @@ export class KvEventSubscriber {
   private fail(err: unknown): Error {
     this.logger?.error({ err: reason(err), code: (err as { code?: unknown }).code }, 'indexer failed: the subscriber stops');
     this.stopping = true;
+    this.readinessTracker.stop(this.appliedSeq);
     void this.snapshots.stop();
     this.pausedAck?.();
     return err instanceof Error ? err : new Error(String(err));
@@ -502,8 +503,9 @@ export class KvEventSubscriber {
    */
   private accept(m: JsMsg): boolean | Promise<boolean> {
     this.counts.received++;
-    this.counts.pending = m.info.pending;
-    this.readinessTracker.delivered(m.seq, m.info.pending);
+    const pending = m.info.pending;
+    this.counts.pending = pending;
+    this.readinessTracker.delivered(m.seq, pending);
     const d = this.position.classify(m.seq);
     if (d.kind === 'duplicate') {
       this.counts.duplicates++;
