@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectNats } from '../src/nats/connect.js';
 import { NatsErrorCode } from '../src/nats/errors.js';
+import { NatsServer, natsServerInstalled } from './support/nats-server.js';
 
 const MAIN = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
 
@@ -47,6 +48,17 @@ describe('connect budget against a server that never answers', () => {
     expect(sockets.length).toBeGreaterThan(before);
     // Every socket the attempt opened is closed by the client (the listener sees them end).
     await waitUntil(() => sockets.slice(before).every((s) => s.destroyed || s.readableEnded), 10_000);
+  });
+
+  it.skipIf(!natsServerInstalled())('connects when one of several servers is silent and another answers', async () => {
+    const server = await NatsServer.start();
+    try {
+      const nc = await connectNats({ servers: [`nats://127.0.0.1:${port}`, server.url], connectTimeoutMs: 30_000 });
+      expect(nc.isClosed()).toBe(false);
+      await nc.close();
+    } finally {
+      await server.stop();
+    }
   });
 
   it.skipIf(!existsSync(MAIN))('kvindex serve exits with code 1 soon after a 0.5 s budget', async () => {

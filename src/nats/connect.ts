@@ -131,26 +131,35 @@ export async function connectNats(options: NatsConnectOptions = {}): Promise<Nat
  * failure (refused, silent, ...). A URL whose host and port cannot be read is not probed (null).
  */
 async function probeGreeting(servers: readonly string[], ms: number): Promise<Error | null> {
-  let failure: Error | null = null;
-  for (const url of servers) {
-    const hp = hostPort(url);
-    if (hp === null) return null;
-    const err = await new Promise<Error | null>((resolve) => {
-      const sock = createConnection({ host: hp.host, port: hp.port });
-      const done = (e: Error | null): void => {
-        clearTimeout(timer);
-        sock.destroy();
-        resolve(e);
-      };
-      const timer = setTimeout(() => done(new Error(`no NATS greeting within ${Math.round(ms)} ms`)), Math.max(0, ms));
-      sock.once('error', (e) => done(e));
-      sock.once('data', (d) => done(d.toString('latin1').startsWith('INFO') ? null : new Error('the server did not greet as NATS does')));
-      sock.once('close', () => done(new Error('connection closed before a greeting')));
-    });
-    if (err === null) return null;
-    failure = err;
-  }
-  return failure;
+  const targets = servers.map(hostPort);
+  if (targets.some((t) => t === null)) return null;
+  // All servers at once, each within the whole remaining time: the first greeting wins.
+  return new Promise((resolve) => {
+    let left = targets.length;
+    let failure: Error | null = null;
+    for (const hp of targets as Array<{ host: string; port: number }>) {
+      void probeOne(hp, ms).then((err) => {
+        if (err === null) resolve(null);
+        else failure = err;
+        if (--left === 0) resolve(failure);
+      });
+    }
+  });
+}
+
+function probeOne(hp: { host: string; port: number }, ms: number): Promise<Error | null> {
+  return new Promise<Error | null>((resolve) => {
+    const sock = createConnection({ host: hp.host, port: hp.port });
+    const done = (e: Error | null): void => {
+      clearTimeout(timer);
+      sock.destroy();
+      resolve(e);
+    };
+    const timer = setTimeout(() => done(new Error(`no NATS greeting within ${Math.round(ms)} ms`)), Math.max(0, ms));
+    sock.once('error', (e) => done(e));
+    sock.once('data', (d) => done(d.toString('latin1').startsWith('INFO') ? null : new Error('the server did not greet as NATS does')));
+    sock.once('close', () => done(new Error('connection closed before a greeting')));
+  });
 }
 
 /** Host and port of a NATS URL (`nats://h:p`, `tls://h:p`, `h:p`, `h`; default port 4222). */
