@@ -31,6 +31,7 @@ const SUITES: Array<[string, () => Promise<Suite>]> = [
   ['snapshot-scaling', async () => (await import('./snapshot-scaling.bench.js')).run],
   ['replay', async () => (await import('./replay.bench.js')).run],
   ['nats', async () => (await import('./nats.bench.js')).run],
+  ['serve-overhead', async () => (await import('./serve-overhead.bench.js')).run],
 ];
 
 /** The suites of `--quick`: each on a subset; the threaded and NATS suites need `--only`. */

@@ -7,8 +7,9 @@
  * tracked (`readEventHeader` returns false); the indexer still parses and applies it.
  *
  * Cost, measured on the shared 2-core VM (noisy): 200-230 ns per message with a 19-digit worker
- * id, 200-300 ns with `WorkerActivity.observe`; parsing a 16-block stored event costs about
- * 170 ns per block (json-peek.ts), so the bookkeeping adds roughly 5-10 % to the caller's parse.
+ * id, 200-300 ns with `WorkerActivity.observe`; `bench/serve-overhead.bench.ts` (`--only
+ * serve-overhead`) measured 454-487 ns on 7,255-8,149 ns per message applied on the caller
+ * (+5.6-6.7 %, two runs).
  */
 
 /** Event types, as indexes into per-type counters. */
