@@ -7,8 +7,9 @@
  * - Ack after apply: the batch's last message is acked (consumer ack policy `all`) only after
  *   `indexer.flush()` says every event of the batch is applied; Dynamo acks on receipt.
  * - Position: the router owns the last stream sequence it handed to the indexer; redeliveries
- *   at or below it are skipped, and lost deliveries make it recreate its consumer right after
- *   it (rules in delivery.ts). Startup resumes right after the snapshot's `stream_seq`
+ *   at or below it are skipped, and deliveries lost in transit make it recreate its consumer
+ *   right after it (each message's intake, gaps and per-worker bookkeeping: intake.ts;
+ *   the rules: delivery.ts). Startup resumes right after the snapshot's `stream_seq`
  *   (snapshot.ts).
  *
  * Malformed messages are counted, logged with their stream sequence, acked with the batch and
@@ -27,17 +28,16 @@ import {
   type Status,
 } from 'nats';
 import type { Logger } from 'pino';
-import { ErrorCode, EventParseError, KvIndexError } from '../errors.js';
+import { ErrorCode, KvIndexError } from '../errors.js';
 import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
 import { connectNats, createDurableConsumer, ensureStream, openJetStream, sleep } from './connect.js';
-import { DeliveryTracker, explainGap, type GapReport } from './delivery.js';
-import { API_CONSUMER_NOT_FOUND, API_NO_MESSAGE, isApiError, reason } from './errors.js';
+import { API_CONSUMER_NOT_FOUND, isApiError, reason } from './errors.js';
+import { MessageIntake } from './intake.js';
 import { kvNames, type KvNames } from './names.js';
 import { restoreSnapshot, type RestoreReport, type SnapshotReport } from './snapshot.js';
 import { SnapshotScheduler } from './snapshot-schedule.js';
-import { EVENT_TYPES, readEventHeader, type EventHeader } from './event-header.js';
 import { ReadinessTracker, type Readiness } from './readiness.js';
-import { WorkerActivity } from './worker-activity.js';
+import type { WorkerActivity } from './worker-activity.js';
 import {
   checkSubscriberOptions,
   type KvEventSubscriberOptions,
@@ -60,7 +60,7 @@ export class KvEventSubscriber {
   private readonly logger: Logger | null;
   private readonly o: SubscriberConfig;
   private readonly snapshots: SnapshotScheduler;
-  private readonly position: DeliveryTracker;
+  private readonly intake: MessageIntake;
   private consumer: Consumer | null = null;
   private activeFetch: ConsumerMessages | null = null;
   private inFlightCommit: Promise<void> | null = null;
@@ -78,15 +78,10 @@ export class KvEventSubscriber {
   private failingSince = 0;
   private readonly onShardMalformed: ((err: KvIndexError, streamSeq?: number) => void) | null;
   private status: AsyncIterable<Status> | null = null;
-  /** Per-worker last event and event-id gaps (worker-activity.ts). */
-  readonly workers = new WorkerActivity();
   private readonly readinessTracker: ReadinessTracker;
-  private readonly header: EventHeader = { workerId: 0n, eventId: 0n, type: 0, dpRank: 0 };
-  private readonly byType = [0, 0, 0];
   private workersRemoved = 0;
   private idleTimer: NodeJS.Timeout | null = null;
   private snapshotsSeen = 0;
-  private readonly counts = { received: 0, applied: 0, malformed: 0, duplicates: 0, missedSeqs: 0, lostDeliveries: 0, consumerResets: 0, pending: 0 };
 
   private constructor(
     o: SubscriberConfig,
@@ -106,7 +101,22 @@ export class KvEventSubscriber {
     this.js = jet.js;
     this.indexer = opts.indexer;
     this.logger = opts.logger ?? null;
-    this.position = new DeliveryTracker(restored.resumeAfter);
+    this.readinessTracker = new ReadinessTracker(o.readyMaxLag);
+    this.intake = new MessageIntake(
+      {
+        indexer: opts.indexer,
+        jsm: jet.jsm,
+        stream: names.stream,
+        consumerName: o.consumerName,
+        parseInShards: o.parseInShards,
+        readiness: this.readinessTracker,
+        logger: this.logger,
+        onLost: () => {
+          this.resetNeeded = true;
+        },
+      },
+      restored.resumeAfter,
+    );
     this.appliedSeq = restored.resumeAfter;
     // The dump is requested in the same tick as this read (see takeSnapshot).
     this.snapshots = new SnapshotScheduler(
@@ -114,11 +124,10 @@ export class KvEventSubscriber {
       o.snapshotThreshold,
       o.snapshotIntervalMs,
       o.encoding,
-      () => this.position.position,
+      () => this.intake.position.position,
     );
-    this.readinessTracker = new ReadinessTracker(o.readyMaxLag);
     if (restored.outcome === 'skipped') this.readinessTracker.setPartial(true, this.appliedSeq);
-    this.onShardMalformed = o.parseInShards ? (err, streamSeq) => this.shardRejected(err, streamSeq) : null;
+    this.onShardMalformed = o.parseInShards ? (err, streamSeq) => this.intake.shardRejected(err, streamSeq) : null;
     if (this.onShardMalformed !== null) opts.indexer.on('malformed', this.onShardMalformed);
   }
 
@@ -178,10 +187,10 @@ export class KvEventSubscriber {
     return {
       stream: this.names.stream,
       consumer: this.consumerName,
-      ...this.counts,
-      eventsByType: { stored: this.byType[0]!, removed: this.byType[1]!, cleared: this.byType[2]! },
-      workerEventIdGaps: this.workers.stats().gaps,
-      workerMissingEvents: Number(this.workers.stats().missingEvents),
+      ...this.intake.counts,
+      eventsByType: { stored: this.intake.byType[0]!, removed: this.intake.byType[1]!, cleared: this.intake.byType[2]! },
+      workerEventIdGaps: this.intake.workers.stats().gaps,
+      workerMissingEvents: Number(this.intake.workers.stats().missingEvents),
       workersRemoved: this.workersRemoved,
       lag: this.readinessTracker.lag(this.appliedSeq),
       snapshots: this.snapshots.taken,
@@ -221,6 +230,11 @@ export class KvEventSubscriber {
     return this.readinessTracker.whenReady(this.appliedSeq);
   }
 
+  /** Per-worker last event and event-id gaps (worker-activity.ts). */
+  get workers(): WorkerActivity {
+    return this.intake.workers;
+  }
+
   /** Calls `listener` each time readiness changes (the readiness event). */
   onReadinessChange(listener: (r: Readiness) => void): void {
     this.readinessTracker.onChange(listener);
@@ -232,7 +246,7 @@ export class KvEventSubscriber {
    * applied again as usual.
    */
   async removeWorker(workerId: bigint, why = 'request'): Promise<boolean> {
-    const known = this.workers.forget(workerId);
+    const known = this.intake.workers.forget(workerId);
     await this.indexer.removeWorker(workerId);
     this.workersRemoved++;
     this.logger?.info({ workerId: workerId.toString(), why, known }, 'worker removed from the index');
@@ -246,7 +260,7 @@ export class KvEventSubscriber {
     const every = Math.max(10, Math.min(5_000, Math.floor(idleMs / 4)));
     this.idleTimer = setInterval(() => {
       if (this.stopping) return;
-      for (const id of this.workers.idle(Date.now(), idleMs)) {
+      for (const id of this.intake.workers.idle(Date.now(), idleMs)) {
         void this.removeWorker(id, `no event for ${idleMs} ms`).catch((err: unknown) => {
           this.logger?.warn({ workerId: id.toString(), err: reason(err) }, 'could not remove an idle worker');
         });
@@ -438,7 +452,7 @@ export class KvEventSubscriber {
         n++;
         bytes += m.data.length;
         if (this.resetNeeded) continue;
-        const ok = this.accept(m);
+        const ok = this.intake.accept(m);
         if (ok === true || (ok !== false && (await ok))) last = m;
         if (this.indexer.needsDrain) await this.indexer.drained();
         // Caught up (the server has nothing more, and `getPending()` counts only this message):
@@ -468,7 +482,7 @@ export class KvEventSubscriber {
    */
   private async commit(last: JsMsg): Promise<void> {
     await this.settle();
-    const upTo = this.position.position;
+    const upTo = this.intake.position.position;
     const flushed = this.indexer.flush().then(async () => {
       if (this.stopping) await last.ackAck({ timeout: 2_000 }).catch(() => false);
       else last.ack();
@@ -497,127 +511,26 @@ export class KvEventSubscriber {
     await c;
   }
 
-  /**
-   * Handles one delivery; true when it may be acked (everything but a message after deliveries
-   * lost in transit). A promise only for a gap in stream sequences, which asks the server.
-   */
-  private accept(m: JsMsg): boolean | Promise<boolean> {
-    this.counts.received++;
-    const pending = m.info.pending;
-    this.counts.pending = pending;
-    this.readinessTracker.delivered(m.seq, pending);
-    const d = this.position.classify(m.seq);
-    if (d.kind === 'duplicate') {
-      this.counts.duplicates++;
-      return true;
-    }
-    if (d.kind === 'gap') return this.acceptAfterGap(m, d.from, d.to);
-    return this.apply(m);
-  }
-
-  /** Explains the gap `from..to` before `m` (gone from the stream, or lost in transit) and acts on it. */
-  private async acceptAfterGap(m: JsMsg, from: number, to: number): Promise<boolean> {
-    const stream = this.names.stream;
-    let report: GapReport;
-    try {
-      const info = await this.jsm.streams.info(stream);
-      report = await explainGap(from, to, info.state.first_seq, (seq) =>
-        this.jsm.streams.getMessage(stream, { seq }).then(
-          () => true,
-          (err: unknown) => {
-            if (isApiError(err, API_NO_MESSAGE)) return false;
-            throw err;
-          },
-        ),
-      );
-    } catch (err) {
-      this.logger?.warn({ from, to, err: reason(err) }, 'cannot tell where skipped stream sequences went: recreating the consumer after the last applied sequence');
-      this.resetNeeded = true;
-      return false;
-    }
-    if (report.inTransit.length > 0) {
-      this.counts.lostDeliveries += report.inTransit.length;
-      this.logger?.warn(
-        { consumer: this.consumerName, lostSeqs: report.inTransit, from, to, resumeAfter: this.position.position },
-        'deliveries were lost in transit: recreating the consumer after the last applied sequence',
-      );
-      this.resetNeeded = true;
-      return false;
-    }
-    this.counts.missedSeqs += to - from + 1;
-    if (report.purged > 0) {
-      this.logger?.warn({ from, to: from + report.purged - 1 }, 'stream sequences purged or expired before this router read them');
-    }
-    if (report.deleted > 0) {
-      this.logger?.warn(
-        { from: from + report.purged, to, count: report.deleted },
-        'stream sequences missing from the stream (deleted, or dropped by the server): their events are not in the index',
-      );
-    }
-    this.position.skipGap(m.seq);
-    return this.apply(m);
-  }
-
-  /** Hands a new message's event to the indexer; a malformed one is counted and logged. */
-  private apply(m: JsMsg): boolean {
-    const seq = m.seq;
-    const h = readEventHeader(m.data, this.header) ? this.header : null;
-    try {
-      if (this.o.parseInShards) this.indexer.applyEventJson(m.data, seq);
-      else this.indexer.applyEventJsonOnCaller(m.data);
-    } catch (err) {
-      if (!(err instanceof EventParseError)) throw err;
-      this.counts.malformed++;
-      this.logger?.warn(
-        { streamSeq: seq, subject: m.subject, bytes: m.data.length, code: err.code, err: err.message },
-        'malformed KV event skipped',
-      );
-      return true;
-    }
-    this.counts.applied++;
-    if (h !== null) this.track(h, seq);
-    return true;
-  }
-
-  /** Per-worker bookkeeping of an applied event; an event-id jump is counted and logged. */
-  private track(h: EventHeader, seq: number): void {
-    this.byType[h.type]!++;
-    const expected = this.workers.expectedNext(h.workerId, h.dpRank);
-    if (this.workers.observe(h.workerId, h.dpRank, h.eventId, Date.now()) === 'gap') {
-      this.logger?.warn(
-        { workerId: h.workerId.toString(), dpRank: h.dpRank, expectedEventId: expected?.toString(), eventId: h.eventId.toString(), streamSeq: seq, type: EVENT_TYPES[h.type] },
-        "event ids of a worker jumped: the router missed some of its events, so this worker's cache may be misreported until it clears or is removed",
-      );
-    }
-  }
-
-  /** A shard could not parse a message handed over with `parseInShards`: it changed nothing. */
-  private shardRejected(err: KvIndexError, streamSeq?: number): void {
-    this.counts.applied--;
-    this.counts.malformed++;
-    this.logger?.warn({ streamSeq, code: err.code, err: err.message }, 'malformed KV event skipped (parsed in a shard thread)');
-  }
-
   /** (Re)creates the durable consumer to deliver from right after the router's position. */
   private async createConsumer(): Promise<void> {
     const { stream } = this.names;
     const name = this.consumerName;
     const info = await ensureStream(this.jsm, this.names, this.o.streamMaxAgeS, this.logger ?? undefined);
     this.readinessTracker.streamState(info.state.first_seq, info.state.last_seq);
-    if (info.state.last_seq < this.position.position) {
+    if (info.state.last_seq < this.intake.position.position) {
       // Sequences only go back when the stream was deleted and created again.
       this.logger?.warn(
-        { stream, lastSeq: info.state.last_seq, appliedSeq: this.position.position },
+        { stream, lastSeq: info.state.last_seq, appliedSeq: this.intake.position.position },
         'the stream is behind this router (recreated?): consuming it from its start',
       );
-      this.position.position = 0;
+      this.intake.position.position = 0;
       this.appliedSeq = 0;
     }
-    const from = this.position.position + 1;
+    const from = this.intake.position.position + 1;
     const { consumer, existed } = await createDurableConsumer(this.jsm, this.js, stream, name, from, this.o.consumerInactiveThresholdS);
     this.consumer = consumer;
     if (this.resetNeeded || existed) {
-      this.counts.consumerResets++;
+      this.intake.counts.consumerResets++;
       this.logger?.info({ consumer: name, fromSeq: from }, 'durable consumer recreated');
     }
     this.resetNeeded = false;
