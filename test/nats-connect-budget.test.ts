@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectNats } from '../src/nats/connect.js';
 import { NatsErrorCode } from '../src/nats/errors.js';
 import { NatsServer, natsServerInstalled } from './support/nats-server.js';
+import { ServeProcess } from './support/serve-process.js';
 
 const MAIN = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
 
@@ -78,6 +79,26 @@ describe('connect budget against a server that never answers', () => {
     });
     expect(code).toBe(1);
     expect(err).toContain('KVX_NATS_UNREACHABLE');
+  });
+
+  it.skipIf(!existsSync(MAIN))('answers /health 200 and /ready 503 while start-up is still connecting', async () => {
+    const serve = new ServeProcess(['--nats', `nats://127.0.0.1:${port}`, '--connect-timeout', '120000', '--metrics', '127.0.0.1:0']);
+    try {
+      const line = await serve.waitFor('metrics, health and readiness served over HTTP');
+      const url = String(line['metricsUrl']);
+      expect((await fetch(`${url}/health`)).status).toBe(200);
+      const ready = await fetch(`${url}/ready`);
+      expect(ready.status).toBe(503);
+      expect(await ready.json()).toMatchObject({ ready: false, reason: expect.stringContaining('starting') });
+      const metrics = await fetch(`${url}/metrics`);
+      expect(metrics.status).toBe(200);
+      const del = await fetch(`${url}/workers/1`, { method: 'DELETE' });
+      expect(del.status).toBe(503);
+      expect(serve.lines.some((l) => l.msg === 'kvindex serve ready')).toBe(false);
+    } finally {
+      serve.signal('SIGKILL');
+      await serve.exited;
+    }
   });
 });
 

@@ -89,7 +89,7 @@ describe.skipIf(!installed)('serve operations', () => {
       expect(value(all, 'kvindex_shard_bytes', { shard: '1' })).toBe(stats[1]!.bytes);
       expect(value(all, 'kvindex_stream_last_applied_seq')).toBe(lastSeq);
       expect(value(all, 'kvindex_stream_lag_messages')).toBe(0);
-      expect(value(all, 'kvindex_consumer_ack_floor_seq')).toBe(lastSeq);
+      expect(value(all, 'kvindex_consumer_ack_floor_seq', { consumer: sub.consumerName })).toBe(lastSeq);
       expect(value(all, 'kvindex_ready')).toBe(1);
       expect(value(all, 'kvindex_messages_total', { outcome: 'applied' })).toBe(events.length);
       expect(value(all, 'kvindex_messages_total', { outcome: 'malformed' })).toBe(0);

@@ -13,11 +13,15 @@ import { KvQueryService } from '../nats/query.js';
 import { KvEventSubscriber } from '../nats/subscriber.js';
 import { checkEncoding } from '../nats/snapshot.js';
 import { reason } from '../nats/errors.js';
+import { ErrorCode, KvIndexError } from '../errors.js';
 import type { NatsAuthOptions } from '../nats/auth.js';
 import { ShardedIndexer } from '../indexer/sharded-indexer.js';
 import { startAdminService } from '../nats/admin.js';
 import { ServeMetrics } from '../serve/metrics.js';
 import { parseListenAddress, startOpsServer, type OpsServer } from '../serve/ops-server.js';
+
+/** Content type of an empty scrape before start-up completes (prom-client's). */
+const PROMETHEUS_TEXT = 'text/plain; version=0.0.4; charset=utf-8';
 
 const USAGE = `usage: kvindex serve [options]
   consume KV events from NATS JetStream into an index and answer findMatches requests
@@ -228,6 +232,28 @@ export async function main(args: string[]): Promise<number> {
   // Synchronous writes: the last lines before exit must not be lost.
   const logger = pino({ name: 'kvindex', level: a.logLevel }, pino.destination({ fd: 2, sync: true }));
   const indexer = await ShardedIndexer.create({ shards: a.shards, blockSize: a.blockSize, logger });
+  // The HTTP server starts first: /health must answer during a long connect or snapshot restore
+  // (a liveness probe would otherwise kill a router that is only loading), /ready says 503.
+  let started: { sub: KvEventSubscriber; metrics: ServeMetrics } | null = null;
+  let http: OpsServer | null = null;
+  if (a.metrics !== null) {
+    try {
+      http = await startOpsServer(
+        a.metrics,
+        {
+          metrics: { scrape: () => (started === null ? Promise.resolve({ contentType: PROMETHEUS_TEXT, body: '' }) : started.metrics.scrape()) },
+          readiness: () => started?.sub.readiness() ?? { ready: false, reason: 'starting: connecting to NATS and restoring the snapshot', lag: 0 },
+          removeWorker: (id) => (started === null ? Promise.reject(new KvIndexError(ErrorCode.Closed, 'not started yet')) : started.sub.removeWorker(id)),
+        },
+        logger,
+      );
+    } catch (err) {
+      logger.error({ err: reason(err), address: a.metrics }, 'kvindex serve could not start its metrics server');
+      await indexer.close();
+      return 1;
+    }
+    logger.info({ metricsUrl: http.url }, 'metrics, health and readiness served over HTTP');
+  }
   let sub: KvEventSubscriber;
   try {
     sub = await KvEventSubscriber.start({
@@ -252,6 +278,7 @@ export async function main(args: string[]): Promise<number> {
     });
   } catch (err) {
     logger.error({ code: (err as { code?: unknown }).code, err: reason(err) }, 'kvindex serve could not start');
+    await http?.close();
     await indexer.close();
     // A socket some library left open must not hold the exit for the OS's connect timeout.
     setTimeout(() => process.exit(1), 200).unref();
@@ -265,19 +292,7 @@ export async function main(args: string[]): Promise<number> {
   });
   const admin = startAdminService(sub.connection, sub.names.adminRemoveWorkerSubject, (id) => sub.removeWorker(id), logger);
   sub.onReadinessChange((r) => logger.info({ ready: r.ready, reason: r.reason, lag: r.lag }, r.ready ? 'index ready' : 'index not ready'));
-  let http: OpsServer | null = null;
-  if (a.metrics !== null) {
-    try {
-      http = await startOpsServer(a.metrics, { metrics, readiness: () => sub.readiness(), removeWorker: (id) => sub.removeWorker(id) }, logger);
-    } catch (err) {
-      logger.error({ err: reason(err), address: a.metrics }, 'kvindex serve could not start its metrics server');
-      await query.stop();
-      await admin.drain().catch(() => undefined);
-      await sub.close();
-      await indexer.close();
-      return 1;
-    }
-  }
+  started = { sub, metrics };
   logger.info(
     {
       stream: sub.names.stream,

@@ -12,7 +12,7 @@
  * - `dynamo_kvindexer_workers`: workers holding blocks (sum over shards: a worker lives in one).
  * - per shard: `kvindex_shard_{pairs,nodes,workers,bytes}{shard}`.
  * - stream: `kvindex_stream_lag_messages`, `kvindex_stream_last_applied_seq`,
- *   `kvindex_consumer_ack_floor_seq`, `kvindex_ready`.
+ *   `kvindex_consumer_ack_floor_seq{consumer}`, `kvindex_ready`.
  * - snapshots: `kvindex_snapshot_age_seconds{encoding}`, `_duration_seconds`, `_bytes`, `_events`
  *   (no series before this router's first snapshot), `kvindex_snapshots_total`.
  * - messages: `kvindex_messages_total{outcome}` (applied, malformed, duplicate),
@@ -133,15 +133,13 @@ export class ServeMetrics {
     shardGauge('kvindex_shard_workers', 'Workers holding blocks on the shard', (s) => s.workers);
     shardGauge('kvindex_shard_bytes', "Bytes of the shard tree's typed arrays", (s) => s.bytes);
 
-    const gauge = (name: string, help: string, value: () => number | Promise<number | null>): void => {
+    const gauge = (name: string, help: string, value: () => number): void => {
       new Gauge({
         name,
         help,
         registers: [reg],
-        async collect() {
-          const v = await value();
-          this.reset();
-          if (v !== null) this.set(v);
+        collect() {
+          this.set(value());
         },
       });
     };
@@ -158,7 +156,17 @@ export class ServeMetrics {
     };
     gauge('kvindex_stream_lag_messages', 'Stream messages not applied yet (last stream sequence minus last applied, estimated)', () => sub.stats().lag);
     gauge('kvindex_stream_last_applied_seq', 'Every event up to this stream sequence is applied and acked', () => sub.lastAppliedSeq);
-    gauge('kvindex_consumer_ack_floor_seq', "Ack floor of this router's durable consumer (stream sequence)", () => sub.consumerAckFloor());
+    new Gauge({
+      name: 'kvindex_consumer_ack_floor_seq',
+      help: "Ack floor of this router's durable consumer, stream sequence (absent when the server cannot say)",
+      labelNames: ['consumer'] as const,
+      registers: [reg],
+      async collect() {
+        const floor = await sub.consumerAckFloor();
+        this.reset();
+        if (floor !== null) this.set({ consumer: sub.consumerName }, floor);
+      },
+    });
     gauge('kvindex_ready', '1 when the index is restored and caught up (see /ready)', () => (sub.ready() ? 1 : 0));
     // Labelled by encoding so that, before the first snapshot, there is no series at all
     // (prom-client prints 0 for a gauge without labels, which would read as "just taken").

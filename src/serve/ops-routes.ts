@@ -8,13 +8,14 @@
  * - `GET /ready`: 200 `{"ready":true,...}` once the index is restored and caught up, else 503
  *   with the reason and the lag (readiness: route traffic to this replica only when 200).
  * - `DELETE /workers/<u64>` (when `removeWorker` is given): removes the worker's blocks now;
- *   200 `{"removed":"<id>","known":bool}`, 400 `KVX_INVALID_FIELD` for an id that is not a u64.
+ *   200 `{"removed":"<id>","known":bool}`, 400 `KVX_INVALID_FIELD` for an id that is not a u64,
+ *   503 with the error's code when the index cannot take it (not started, closed, failed).
  *
  * The worker id is read from the path as decimal text and kept a bigint (ids pass 2^53).
  */
 
 import type { FastifyInstance } from 'fastify';
-import { ErrorCode } from '../errors.js';
+import { ErrorCode, KvIndexError } from '../errors.js';
 
 export interface OpsSource {
   metrics: { scrape(): Promise<{ contentType: string; body: string }> };
@@ -43,8 +44,14 @@ export function registerOpsRoutes(app: FastifyInstance, ops: OpsSource): void {
       if (id === null || id > U64_MAX) {
         return reply.code(400).send({ code: ErrorCode.InvalidField, message: `worker id: expected a u64 in decimal, got ${JSON.stringify(text.slice(0, 40))}` });
       }
-      const known = await remove(id);
-      return { removed: id.toString(), known };
+      try {
+        const known = await remove(id);
+        return { removed: id.toString(), known };
+      } catch (err) {
+        // Not started yet, or the indexer failed: the request may be retried.
+        const code = err instanceof KvIndexError ? err.code : 'KVX_INTERNAL';
+        return reply.code(503).send({ code, message: err instanceof Error ? err.message : String(err) });
+      }
     });
   }
 }
