@@ -41,7 +41,7 @@ describe.skipIf(!installed)('consumer hygiene', () => {
     const pub = await KvEventPublisher.connect({ namespace: 'hygiene', component: 'backend', connection: env.nc });
     const crashed = new ServeProcess([
       '--nats', env.server.url, '--namespace', 'hygiene', '--component', 'backend', '--block-size', '4',
-      '--consumer', 'crashed-router', '--consumer-inactive-threshold', '10',
+      '--consumer', 'crashed-router', '--consumer-inactive-threshold', '15',
     ]);
     const log = captureLog('info');
     const ix = await ShardedIndexer.create({ shards: 0, blockSize: 4 });

@@ -31,7 +31,7 @@ const USAGE = `usage: kvindex serve [options]
   --nats-user <name>         NATS user (default: $NATS_AUTH_USERNAME); the password comes from
                              --nats-password-file, the URL or $NATS_AUTH_PASSWORD
   --nats-password-file <f>   file holding the NATS password (kept off the command line)
-  --nats-token-file <f>      file holding a NATS token (default: $NATS_AUTH_TOKEN)
+  --nats-token-file <f>      file holding a NATS token (else the URL or $NATS_AUTH_TOKEN)
   --nats-creds <f>           NATS credentials file, JWT + NKey (default: $NATS_AUTH_CREDENTIALS_FILE)
   --nats-nkey-seed <f>       file holding an NKey user seed (default: $NATS_AUTH_NKEY_SEED_FILE)
   --tls-ca <f>               CA certificate (PEM) that signed the NATS server's (default: $NATS_TLS_CA_FILE)
