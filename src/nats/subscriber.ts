@@ -217,12 +217,20 @@ export class KvEventSubscriber {
    * to within `readyMaxLag` messages, not partial after a skipped snapshot, not stopped.
    */
   ready(): boolean {
-    return this.readinessTracker.get(this.appliedSeq).ready;
+    return this.readiness().ready;
   }
 
   /** `ready()` with the reason and the lag. */
   readiness(): Readiness {
+    this.syncSnapshots();
     return this.readinessTracker.get(this.appliedSeq);
+  }
+
+  /** A snapshot taken since the last look ends a partial index (onBadSnapshot 'skip'). */
+  private syncSnapshots(): void {
+    if (this.snapshots.taken === this.snapshotsSeen) return;
+    this.snapshotsSeen = this.snapshots.taken;
+    this.readinessTracker.setPartial(false, this.appliedSeq);
   }
 
   /** Resolves when ready (at once if it is). */
@@ -487,10 +495,7 @@ export class KvEventSubscriber {
       if (this.stopping) await last.ackAck({ timeout: 2_000 }).catch(() => false);
       else last.ack();
       this.appliedSeq = upTo;
-      if (this.snapshots.taken !== this.snapshotsSeen) {
-        this.snapshotsSeen = this.snapshots.taken;
-        this.readinessTracker.setPartial(false, upTo);
-      }
+      this.syncSnapshots();
       this.readinessTracker.update(upTo);
       if (this.waiters.length > 0) {
         const ready = this.waiters.filter((w) => w.seq <= upTo);
