@@ -6,7 +6,10 @@
  */
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { NatsConnection } from 'nats';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { nkeys, type NatsConnection } from 'nats';
 import { connectNats } from '../src/nats/connect.js';
 import { redactUrl, resolveAuth, scrub } from '../src/nats/auth.js';
 import { NatsErrorCode } from '../src/nats/errors.js';
@@ -133,6 +136,35 @@ describe.skipIf(!installed)('NATS with a token', () => {
     const r = await codeOf(connectNats({ servers: server.url, auth: { token: `${TOKEN}-x` }, connectTimeoutMs: 60_000 }));
     expect(r.code).toBe(NatsErrorCode.AuthFailed);
     expect(r.message).not.toContain(TOKEN);
+  });
+});
+
+describe.skipIf(!installed)('NATS with an NKey user', () => {
+  let server: NatsServer;
+  let dir: string;
+  let seedText: string;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'kvindex-nkey-'));
+    const user = nkeys.createUser();
+    seedText = new TextDecoder().decode(user.getSeed());
+    writeFileSync(join(dir, 'user.nk'), `${seedText}\n`);
+    writeFileSync(join(dir, 'other.nk'), `${new TextDecoder().decode(nkeys.createUser().getSeed())}\n`);
+    writeFileSync(join(dir, 'server.conf'), `authorization { users = [ { nkey: "${user.getPublicKey()}" } ] }\n`);
+    server = await NatsServer.start(['-c', join(dir, 'server.conf')]);
+  });
+  afterAll(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('connects with the seed file, and refuses another key without printing the seed', async () => {
+    const log = captureLog('trace');
+    const nc = await connectNats({ servers: server.url, auth: { nkeySeedFile: join(dir, 'user.nk') }, logger: log.logger });
+    await nc.close();
+    const r = await codeOf(connectNats({ servers: server.url, auth: { nkeySeedFile: join(dir, 'other.nk') }, connectTimeoutMs: 60_000, logger: log.logger }));
+    expect(r.code).toBe(NatsErrorCode.AuthFailed);
+    expect(r.message).toContain('method: nkey');
+    for (const line of [...log.lines(), r.message]) expect(line).not.toContain(seedText);
   });
 });
 
