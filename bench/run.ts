@@ -35,6 +35,7 @@ const SUITES: Array<[string, () => Promise<Suite>]> = [
   ['nats', async () => (await import('./nats.bench.js')).run],
   ['route', async () => (await import('./route.bench.js')).run],
   ['zmq', async () => (await import('./zmq.bench.js')).run],
+  ['serve-overhead', async () => (await import('./serve-overhead.bench.js')).run],
 ];
 
 /** The suites of `--quick`: each on a subset; the threaded and NATS suites need `--only`. */

@@ -53,6 +53,10 @@ export const ErrorCode = {
   ZmqReplayFailed: 'KVX_ZMQ_REPLAY_FAILED',
   /** An HTTP request body is not JSON or lacks a field of the route (answered with 400). */
   HttpBadRequest: 'KVX_HTTP_BAD_REQUEST',
+  /** The NATS server refused kvindex's credentials (user/password, token, NKey or creds file). */
+  NatsAuthFailed: 'KVX_NATS_AUTH_FAILED',
+  /** The TLS handshake with the NATS server failed (certificate not trusted, server without TLS, ...). */
+  NatsTlsFailed: 'KVX_NATS_TLS_FAILED',
 } as const;
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

@@ -4,10 +4,7 @@
  * acks what it applied and exits 0.
  */
 
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
+import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { computeBlockHashes, computeSequenceHashes } from '../src/hash/block-hash.js';
 import { kvNames } from '../src/nats/names.js';
@@ -15,66 +12,10 @@ import { KvEventPublisher } from '../src/nats/publisher.js';
 import { requestFindMatches } from '../src/nats/query.js';
 import type { RouterEvent } from '../src/protocol/types.js';
 import { NATS_SKIP_MESSAGE, natsServerInstalled, useNatsServer } from './support/nats-server.js';
+import { MAIN, ServeProcess } from './support/serve-process.js';
 
 const installed = natsServerInstalled();
 if (!installed) console.warn(NATS_SKIP_MESSAGE);
-
-const MAIN = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
-
-interface LogLine {
-  level: number;
-  msg: string;
-  [key: string]: unknown;
-}
-
-/** A running `kvindex serve` whose stderr JSON lines are collected. */
-class ServeProcess {
-  readonly lines: LogLine[] = [];
-  readonly exited: Promise<number | null>;
-  private readonly proc: ChildProcess;
-  private readonly listeners: Array<() => void> = [];
-
-  constructor(args: string[]) {
-    if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run 'npm run build' first`);
-    this.proc = spawn(process.execPath, [MAIN, 'serve', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
-    this.exited = new Promise((res) => this.proc.once('exit', (code) => res(code)));
-    createInterface({ input: this.proc.stderr! }).on('line', (text) => {
-      try {
-        this.lines.push(JSON.parse(text) as LogLine);
-      } catch {
-        this.lines.push({ level: 0, msg: text });
-      }
-      for (const l of this.listeners) l();
-    });
-  }
-
-  /** Resolves with the first log line whose msg is `msg`; rejects after 15 s or on exit. */
-  waitFor(msg: string): Promise<LogLine> {
-    return new Promise((resolve, reject) => {
-      const check = (): boolean => {
-        const hit = this.lines.find((l) => l.msg === msg);
-        if (hit !== undefined) resolve(hit);
-        return hit !== undefined;
-      };
-      if (check()) return;
-      const timer = setTimeout(() => reject(new Error(`no '${msg}' line within 15 s:\n${this.dump()}`)), 15_000);
-      this.listeners.push(() => {
-        if (check()) clearTimeout(timer);
-      });
-      void this.exited.then(() => {
-        if (!check()) reject(new Error(`exited before '${msg}':\n${this.dump()}`));
-      });
-    });
-  }
-
-  signal(sig: NodeJS.Signals): void {
-    this.proc.kill(sig);
-  }
-
-  dump(): string {
-    return this.lines.map((l) => JSON.stringify(l)).join('\n');
-  }
-}
 
 describe.skipIf(!installed)('kvindex serve', () => {
   const env = useNatsServer();

@@ -26,7 +26,7 @@ const EXPECTED: Record<string, string[]> = {
   ],
   'kvindex/nats': [
     'KvEventPublisher', 'KvEventSubscriber', 'KvQueryService', 'NatsError', 'NatsErrorCode',
-    'connectNats', 'kvNames', 'requestFindMatches', 'KvRouteService', 'routeSubjects',
+    'connectNats', 'kvNames', 'redactUrl', 'requestFindMatches', 'KvRouteService', 'routeSubjects',
   ],
   'kvindex/trace': ['ClusterSim', 'deriveWorkerIds', 'parseTraceLine', 'readTraceFile', 'readWorkload'],
   'kvindex/zmq': [

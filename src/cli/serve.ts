@@ -6,6 +6,7 @@
  * indexer, exit 0 (1 if the indexer failed while serving).
  */
 
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { pino, type Logger } from 'pino';
 import { KvQueryService } from '../nats/query.js';
@@ -13,11 +14,31 @@ import { KvRouteService } from '../nats/route-service.js';
 import { KvEventSubscriber } from '../nats/subscriber.js';
 import { checkEncoding } from '../nats/snapshot.js';
 import { reason } from '../nats/errors.js';
+import { ErrorCode, KvIndexError } from '../errors.js';
+import type { NatsAuthOptions } from '../nats/auth.js';
 import { ShardedIndexer } from '../indexer/sharded-indexer.js';
+import { startAdminService } from '../nats/admin.js';
+import { ServeMetrics } from '../serve/metrics.js';
+import { parseListenAddress, startOpsServer, type OpsServer } from '../serve/ops-server.js';
+
+/** Content type of an empty scrape before start-up completes (prom-client's). */
+const PROMETHEUS_TEXT = 'text/plain; version=0.0.4; charset=utf-8';
 
 const USAGE = `usage: kvindex serve [options]
   consume KV events from NATS JetStream into an index and answer findMatches requests
-  --nats <url>               NATS server (default: $NATS_SERVER, else nats://127.0.0.1:4222)
+  --nats <url>               NATS server (default: $NATS_SERVER, else nats://127.0.0.1:4222);
+                             nats://user:pass@host:port and nats://token@host:port carry credentials
+                             (never logged)
+  --nats-user <name>         NATS user (default: $NATS_AUTH_USERNAME); the password comes from
+                             --nats-password-file, the URL or $NATS_AUTH_PASSWORD
+  --nats-password-file <f>   file holding the NATS password (kept off the command line)
+  --nats-token-file <f>      file holding a NATS token (else the URL or $NATS_AUTH_TOKEN)
+  --nats-creds <f>           NATS credentials file, JWT + NKey (default: $NATS_AUTH_CREDENTIALS_FILE)
+  --nats-nkey-seed <f>       file holding an NKey user seed (default: $NATS_AUTH_NKEY_SEED_FILE)
+  --tls-ca <f>               CA certificate (PEM) that signed the NATS server's (default: $NATS_TLS_CA_FILE)
+  --tls-cert <f>, --tls-key <f>
+                             client certificate and key (PEM) for servers that verify clients
+                             (default: $NATS_TLS_CERT_FILE, $NATS_TLS_KEY_FILE)
   --namespace <ns>           Dynamo namespace (default: dynamo)
   --component <comp>         Dynamo component (default: backend)
   --shards <n>               shard threads; 0 indexes in the main thread (default: 0)
@@ -30,8 +51,24 @@ const USAGE = `usage: kvindex serve [options]
                              in its shard and still logged at WARN with its exact stream sequence)
   --consumer <name>          durable consumer name (default: a random UUID)
   --keep-consumer            keep the durable consumer on exit (default: delete it, as Dynamo does)
+  --consumer-inactive-threshold <s>
+                             the server deletes this router's consumer after this long without a
+                             pull, e.g. after a crash, so it stops holding back purges (default: 60;
+                             Dynamo's is 3600)
   --max-age <s>              max_age of the stream when serve creates it (default: 3600)
-  --connect-timeout <ms>     give up connecting to NATS after this long (default: 5000)
+  --connect-timeout <ms>     give up connecting to NATS after this long, whatever the address does
+                             (default: 5000); refused credentials or failed TLS end start-up at once
+  --metrics <host:port>      serve GET /metrics (Prometheus), /health, /ready and
+                             DELETE /workers/<id> over HTTP (host defaults to 127.0.0.1; port 0
+                             picks one, logged in the ready line)
+  --metrics-max-workers <n>  per-worker metric series, the most recently active (default: 64; 0: none)
+  --ready-max-lag <n>        /ready is 200 once at most this many stream messages are unapplied
+                             (default: 100)
+  --worker-idle-timeout <s>  remove a worker from the index after this long without an event
+                             (default: never)
+  --on-bad-snapshot <mode>   fail (default): a snapshot that cannot be read stops start-up;
+                             skip: start from what the stream still holds, log that the index is
+                             partial, not ready until this router takes a new snapshot
   --route-workers <ids>      also answer route, mark_prefill and free for these candidate workers
                              (u64 ids, comma-separated; KvRouter, see docs/routing.md)
   --log-level <level>        pino level: debug, info, warn, error (default: info)
@@ -40,10 +77,13 @@ const USAGE = `usage: kvindex serve [options]
   --help                     print this
 requests: subject namespace-<ns>-component-<comp>.kvindex.find, body {"tokens":[...]} or
   {"hashes":["<u64>",...]}; reply {"scores":{"<worker_id>":n},"frequencies":[],"stream_seq":n}
+admin: subject namespace-<ns>-component-<comp>.kvindex.remove_worker, body {"worker_id":"<u64>"};
+  reply {"removed":"<u64>","known":bool}
 `;
 
 interface ServeArgs {
   nats: string | undefined;
+  auth: NatsAuthOptions;
   namespace: string;
   component: string;
   shards: number;
@@ -54,6 +94,12 @@ interface ServeArgs {
   parseInShards: boolean;
   consumer: string | undefined;
   keepConsumer: boolean;
+  consumerInactiveS: number;
+  metrics: { host: string; port: number } | null;
+  metricsMaxWorkers: number;
+  readyMaxLag: number;
+  workerIdleMs: number | null;
+  onBadSnapshot: 'fail' | 'skip';
   maxAgeS: number;
   connectTimeoutMs: number;
   logLevel: string;
@@ -69,6 +115,14 @@ function parse(args: string[]): ServeArgs | 'help' {
     allowPositionals: true,
     options: {
       nats: { type: 'string' },
+      'nats-user': { type: 'string' },
+      'nats-password-file': { type: 'string' },
+      'nats-token-file': { type: 'string' },
+      'nats-creds': { type: 'string' },
+      'nats-nkey-seed': { type: 'string' },
+      'tls-ca': { type: 'string' },
+      'tls-cert': { type: 'string' },
+      'tls-key': { type: 'string' },
       namespace: { type: 'string' },
       component: { type: 'string' },
       shards: { type: 'string' },
@@ -79,6 +133,12 @@ function parse(args: string[]): ServeArgs | 'help' {
       'parse-in-shards': { type: 'boolean' },
       consumer: { type: 'string' },
       'keep-consumer': { type: 'boolean' },
+      'consumer-inactive-threshold': { type: 'string' },
+      metrics: { type: 'string' },
+      'metrics-max-workers': { type: 'string' },
+      'ready-max-lag': { type: 'string' },
+      'worker-idle-timeout': { type: 'string' },
+      'on-bad-snapshot': { type: 'string' },
       'max-age': { type: 'string' },
       'connect-timeout': { type: 'string' },
       'log-level': { type: 'string' },
@@ -105,8 +165,48 @@ function parse(args: string[]): ServeArgs | 'help' {
   } catch (err) {
     throw new UsageError(reason(err));
   }
+  const secretFile = (name: string, path: string | undefined): string | undefined => {
+    if (path === undefined) return undefined;
+    try {
+      return readFileSync(path, 'utf8').trim();
+    } catch (err) {
+      throw new UsageError(`--${name}: cannot read ${path} (${String((err as { code?: unknown }).code ?? 'error')})`);
+    }
+  };
+  const tls = {
+    ...(values['tls-ca'] === undefined ? {} : { caFile: values['tls-ca'] }),
+    ...(values['tls-cert'] === undefined ? {} : { certFile: values['tls-cert'] }),
+    ...(values['tls-key'] === undefined ? {} : { keyFile: values['tls-key'] }),
+  };
+  const pass = secretFile('nats-password-file', values['nats-password-file']);
+  const token = secretFile('nats-token-file', values['nats-token-file']);
+  const auth: NatsAuthOptions = {
+    ...(values['nats-user'] === undefined ? {} : { user: values['nats-user'] }),
+    ...(pass === undefined ? {} : { pass }),
+    ...(token === undefined ? {} : { token }),
+    ...(values['nats-creds'] === undefined ? {} : { credsFile: values['nats-creds'] }),
+    ...(values['nats-nkey-seed'] === undefined ? {} : { nkeySeedFile: values['nats-nkey-seed'] }),
+    ...(Object.keys(tls).length === 0 ? {} : { tls }),
+  };
+  const onBad = values['on-bad-snapshot'] ?? 'fail';
+  if (onBad !== 'fail' && onBad !== 'skip') throw new UsageError(`--on-bad-snapshot: expected fail or skip, got '${onBad}'`);
+  let metrics: ServeArgs['metrics'] = null;
+  if (values.metrics !== undefined) {
+    try {
+      metrics = parseListenAddress(values.metrics);
+    } catch (err) {
+      throw new UsageError(`--${reason(err)}`);
+    }
+  }
+  const idleS = values['worker-idle-timeout'] === undefined ? null : int('worker-idle-timeout', values['worker-idle-timeout'], 0, 1);
   return {
     nats: values.nats,
+    auth,
+    metrics,
+    metricsMaxWorkers: int('metrics-max-workers', values['metrics-max-workers'], 64, 0),
+    readyMaxLag: int('ready-max-lag', values['ready-max-lag'], 100, 0),
+    workerIdleMs: idleS === null ? null : idleS * 1000,
+    onBadSnapshot: onBad,
     namespace: values.namespace ?? 'dynamo',
     component: values.component ?? 'backend',
     shards: int('shards', values.shards, 0, 0),
@@ -117,6 +217,7 @@ function parse(args: string[]): ServeArgs | 'help' {
     parseInShards: values['parse-in-shards'] === true,
     consumer: values.consumer,
     keepConsumer: values['keep-consumer'] === true,
+    consumerInactiveS: int('consumer-inactive-threshold', values['consumer-inactive-threshold'], 60, 1),
     maxAgeS: int('max-age', values['max-age'], 3600, 1),
     connectTimeoutMs: int('connect-timeout', values['connect-timeout'], 5_000, 1),
     logLevel: level,
@@ -150,6 +251,28 @@ export async function main(args: string[]): Promise<number> {
   // Synchronous writes: the last lines before exit must not be lost.
   const logger = pino({ name: 'kvindex', level: a.logLevel }, pino.destination({ fd: 2, sync: true }));
   const indexer = await ShardedIndexer.create({ shards: a.shards, blockSize: a.blockSize, logger });
+  // The HTTP server starts first: /health must answer during a long connect or snapshot restore
+  // (a liveness probe would otherwise kill a router that is only loading), /ready says 503.
+  let started: { sub: KvEventSubscriber; metrics: ServeMetrics } | null = null;
+  let http: OpsServer | null = null;
+  if (a.metrics !== null) {
+    try {
+      http = await startOpsServer(
+        a.metrics,
+        {
+          metrics: { scrape: () => (started === null ? Promise.resolve({ contentType: PROMETHEUS_TEXT, body: '' }) : started.metrics.scrape()) },
+          readiness: () => started?.sub.readiness() ?? { ready: false, reason: 'starting: connecting to NATS and restoring the snapshot', lag: 0 },
+          removeWorker: (id) => (started === null ? Promise.reject(new KvIndexError(ErrorCode.Closed, 'not started yet')) : started.sub.removeWorker(id)),
+        },
+        logger,
+      );
+    } catch (err) {
+      logger.error({ err: reason(err), address: a.metrics }, 'kvindex serve could not start its metrics server');
+      await indexer.close();
+      return 1;
+    }
+    logger.info({ metricsUrl: http.url }, 'metrics, health and readiness served over HTTP');
+  }
   let sub: KvEventSubscriber;
   try {
     sub = await KvEventSubscriber.start({
@@ -157,23 +280,33 @@ export async function main(args: string[]): Promise<number> {
       namespace: a.namespace,
       component: a.component,
       ...(a.nats === undefined ? {} : { servers: a.nats }),
+      auth: a.auth,
       ...(a.consumer === undefined ? {} : { consumerName: a.consumer }),
       snapshotThreshold: a.snapshotThreshold,
       encoding: a.encoding,
       resetStates: a.resetStates,
       parseInShards: a.parseInShards,
       keepConsumer: a.keepConsumer,
+      consumerInactiveThresholdS: a.consumerInactiveS,
+      onBadSnapshot: a.onBadSnapshot,
+      readyMaxLag: a.readyMaxLag,
+      workerIdleMs: a.workerIdleMs,
       streamMaxAgeS: a.maxAgeS,
       connectTimeoutMs: a.connectTimeoutMs,
       logger,
     });
   } catch (err) {
     logger.error({ code: (err as { code?: unknown }).code, err: reason(err) }, 'kvindex serve could not start');
+    await http?.close();
     await indexer.close();
+    // A socket some library left open must not hold the exit for the OS's connect timeout.
+    setTimeout(() => process.exit(1), 200).unref();
     return 1;
   }
+  const metrics = new ServeMetrics({ subscriber: sub, indexer, namespace: a.namespace, component: a.component, maxWorkerSeries: a.metricsMaxWorkers });
   const query = KvQueryService.start(sub.connection, indexer, sub.names.querySubject, {
     appliedSeq: () => sub.lastAppliedSeq,
+    onLookup: (ms) => metrics.observeLookup(ms),
     logger,
   });
   const routes = a.routeWorkers === null ? null : KvRouteService.start(sub.connection, sub.names, {
@@ -182,12 +315,18 @@ export async function main(args: string[]): Promise<number> {
     workers: a.routeWorkers.map((workerId) => ({ workerId, dpRank: 0 })),
     logger,
   });
+  const admin = startAdminService(sub.connection, sub.names.adminRemoveWorkerSubject, (id) => sub.removeWorker(id), logger);
+  sub.onReadinessChange((r) => logger.info({ ready: r.ready, reason: r.reason, lag: r.lag }, r.ready ? 'index ready' : 'index not ready'));
+  started = { sub, metrics };
   logger.info(
     {
       stream: sub.names.stream,
       routeSubject: routes?.subjects.route ?? null,
       consumer: sub.consumerName,
       querySubject: query.subject,
+      adminSubject: sub.names.adminRemoveWorkerSubject,
+      metricsUrl: http?.url ?? null,
+      readiness: sub.readiness().reason,
       bucket: sub.names.bucket,
       shards: a.shards,
       blockSize: a.blockSize,
@@ -199,6 +338,8 @@ export async function main(args: string[]): Promise<number> {
     'kvindex serve ready',
   );
   const outcome = await waitForStop(sub, logger);
+  await http?.close();
+  await admin.drain().catch(() => undefined);
   await query.stop();
   await routes?.stop();
   await sub.close();

@@ -11,6 +11,8 @@ export const NatsErrorCode = {
   JetStreamUnavailable: ErrorCode.NatsJetStreamUnavailable,
   RequestFailed: ErrorCode.NatsRequestFailed,
   BadQuery: ErrorCode.NatsBadQuery,
+  AuthFailed: ErrorCode.NatsAuthFailed,
+  TlsFailed: ErrorCode.NatsTlsFailed,
 } as const;
 
 export type NatsErrorCode = (typeof NatsErrorCode)[keyof typeof NatsErrorCode];
@@ -41,3 +43,5 @@ export function isApiError(err: unknown, errCode: number): boolean {
 /** JetStream `err_code`s used here. */
 export const API_STREAM_NOT_FOUND = 10059;
 export const API_CONSUMER_NOT_FOUND = 10014;
+/** `getMessage` of a sequence the stream does not hold. */
+export const API_NO_MESSAGE = 10037;

@@ -11,6 +11,7 @@ export { KvQueryService, requestFindMatches } from './query.js';
 export { KvRouteService, routeSubjects } from './route-service.js';
 export { kvNames } from './names.js';
 export { connectNats } from './connect.js';
+export { redactUrl } from './auth.js';
 export { NatsError, NatsErrorCode } from './errors.js';
 
 // Types
@@ -20,3 +21,5 @@ export type { FindQuery, FindRequest, QueryServiceOptions, RemoteScores } from '
 export type { KvNames } from './names.js';
 export type { RouteServiceOptions, RouteSubjects } from './route-service.js';
 export type { NatsConnectOptions } from './connect.js';
+export type { NatsAuthOptions, NatsTlsOptions } from './auth.js';
+export type { Readiness } from './readiness.js';

@@ -33,6 +33,8 @@ export interface KvNames {
   snapshotKey: string;
   /** `namespace-<ns>-component-<comp>.kvindex.find`: kvindex's findMatches service (not Dynamo). */
   querySubject: string;
+  /** `namespace-<ns>-component-<comp>.kvindex.remove_worker`: the admin request removing a worker (not Dynamo). */
+  adminRemoveWorkerSubject: string;
 }
 
 /**
@@ -55,5 +57,6 @@ export function kvNames(namespace: string, component: string): KvNames {
     bucket: dashed(`${subject}-radix-bucket`),
     snapshotKey: SNAPSHOT_KEY,
     querySubject: `${dashed(subject)}.kvindex.find`,
+    adminRemoveWorkerSubject: `${dashed(subject)}.kvindex.remove_worker`,
   };
 }

@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import { ErrorCode, KvIndexError } from '../errors.js';
 import { formatRouterEvent } from '../protocol/json-format.js';
 import type { RouterEvent } from '../protocol/types.js';
+import type { NatsAuthOptions } from './auth.js';
 import { DEFAULT_STREAM_MAX_AGE_S, connectNats, ensureStream, openJetStream } from './connect.js';
 import { NatsError, NatsErrorCode, reason } from './errors.js';
 import { kvNames, type KvNames } from './names.js';
@@ -25,6 +26,8 @@ export interface KvEventPublisherOptions {
   connection?: NatsConnection;
   /** First-connect retry budget, ms. Default 5,000. */
   connectTimeoutMs?: number;
+  /** Credentials and TLS (see auth.ts); unset fields fall back to the URL, then the environment. */
+  auth?: NatsAuthOptions;
   /** `max_age` of the stream if the publisher creates it, seconds. Default 3,600. */
   streamMaxAgeS?: number;
   /** How long a publish waits for the server's ack before failing, ms. Default 5,000. */
@@ -79,6 +82,7 @@ export class KvEventPublisher {
       (await connectNats({
         ...(options.servers === undefined ? {} : { servers: options.servers }),
         ...(options.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: options.connectTimeoutMs }),
+        ...(options.auth === undefined ? {} : { auth: options.auth }),
         ...(options.logger === undefined ? {} : { logger: options.logger }),
         name: 'kvindex-publisher',
       }));

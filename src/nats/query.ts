@@ -52,6 +52,8 @@ export interface QueryServiceOptions {
   queue?: string | null;
   /** Reported as `stream_seq` in replies (e.g. `() => subscriber.lastAppliedSeq`). */
   appliedSeq?: () => number;
+  /** Called with each answered lookup's duration, ms (metrics). */
+  onLookup?: (ms: number) => void;
   logger?: Logger;
 }
 
@@ -153,6 +155,7 @@ export class KvQueryService {
   static start(nc: NatsConnection, indexer: ShardedIndexer, subject: string, options: QueryServiceOptions = {}): KvQueryService {
     const logger = options.logger ?? null;
     const applied = options.appliedSeq ?? null;
+    const onLookup = options.onLookup ?? null;
     const queue = options.queue === undefined ? 'kvindex' : options.queue;
     let service: KvQueryService | null = null;
     const answer = async (m: Msg): Promise<void> => {
@@ -163,7 +166,9 @@ export class KvQueryService {
         // the lookup reaches the shards (FIFO per shard), so the scores reflect at least it.
         // Read after, a commit landing during the lookup would claim events the scores lack.
         const seq = applied === null ? null : applied();
+        const t0 = performance.now();
         const scores = 'tokens' in req ? await indexer.findMatchesForTokens(req.tokens, req) : await indexer.findMatches(req.hashes);
+        onLookup?.(performance.now() - t0);
         reply = formatFindReply(scores, seq);
         if (service !== null) service.served++;
       } catch (err) {

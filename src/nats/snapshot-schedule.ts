@@ -14,6 +14,10 @@ export class SnapshotScheduler {
   /** Snapshots taken (uploaded). */
   taken = 0;
   private readonly ctx: SnapshotContext;
+  /** The consumer last reported as holding back purges (null: none). */
+  private heldBy: string | null = null;
+  /** The last snapshot taken, for metrics. */
+  last: (SnapshotReport & { atMs: number }) | null = null;
   private readonly threshold: number | null;
   private readonly intervalMs: number;
   private readonly encoding: SnapshotEncoding;
@@ -32,6 +36,18 @@ export class SnapshotScheduler {
     this.encoding = encoding;
     this.coveredSeq = coveredSeq;
     this.logger = ctx.logger;
+    this.ctx = {
+      ...ctx,
+      // Once per holder, not per 1 s check: the same consumer holding the floor is one fact.
+      onHeldBack: (h) => {
+        if (h.consumer === this.heldBy) return;
+        this.heldBy = h.consumer;
+        this.logger?.info(
+          { stream: ctx.names.stream, holder: h.consumer, holderAckFloor: h.floor, behind: h.behind, messages: h.messages },
+          'snapshot and purge held back: another consumer has acknowledged less than this router applied (a crashed router\'s consumer stays until its inactivity threshold)',
+        );
+      },
+    };
   }
 
   /** Starts the periodic checks (none without a threshold). */
@@ -79,7 +95,11 @@ export class SnapshotScheduler {
 
   private async run(messages: number): Promise<SnapshotReport | null> {
     const report = await takeSnapshot(this.ctx, this.encoding, this.coveredSeq, messages);
-    if (report !== null) this.taken++;
+    if (report !== null) {
+      this.taken++;
+      this.heldBy = null;
+      this.last = { ...report, atMs: Date.now() };
+    }
     return report;
   }
 

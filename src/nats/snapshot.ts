@@ -18,7 +18,7 @@
 
 import { headers as natsHeaders, type JetStreamClient, type JetStreamManager, type ObjectInfo, type ObjectStore } from 'nats';
 import type { Logger } from 'pino';
-import { ErrorCode, KvIndexError } from '../errors.js';
+import { ErrorCode, KvIndexError, SnapshotDecodeError } from '../errors.js';
 import { iterateSnapshot } from '../protocol/snapshot-reader.js';
 import type { RouterEvent, SnapshotEncoding } from '../protocol/types.js';
 import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
@@ -59,8 +59,8 @@ export interface SnapshotReport {
 export interface RestoreReport {
   /** Where the stream resumes: after this sequence (0 = from the start). */
   resumeAfter: number;
-  /** 'restored', 'none' (no bucket or no object) or 'reset' (resetStates). */
-  outcome: 'restored' | 'none' | 'reset';
+  /** 'restored', 'none' (no bucket or no object), 'reset' (resetStates) or 'skipped' (a bad snapshot with onBadSnapshot 'skip'). */
+  outcome: 'restored' | 'none' | 'reset' | 'skipped';
   events: number;
   bytes: number;
   downloads: number;
@@ -73,6 +73,13 @@ export interface SnapshotContext {
   names: KvNames;
   indexer: ShardedIndexer;
   logger: Logger | null;
+  /** This router's durable consumer, to tell its own ack floor from another router's. */
+  consumerName?: string;
+  /**
+   * Called when a purge is skipped because another consumer's ack floor is below this router's
+   * position: `behind` is how many sequences it lags (the scheduler logs it at info).
+   */
+  onHeldBack?: (holder: { consumer: string; floor: number; behind: number; messages: number }) => void;
 }
 
 const ENCODINGS: readonly SnapshotEncoding[] = ['bincode', 'bincode-dp', 'jsonl'];
@@ -140,6 +147,9 @@ export async function takeSnapshot(
   const cap = coveredSeq();
   const candidate = before.floor === null ? null : Math.min(before.floor, cap);
   if (candidate === null || candidate < first) {
+    if (before.consumer !== null && before.floor !== null && before.consumer !== ctx.consumerName && before.floor < cap) {
+      ctx.onHeldBack?.({ consumer: before.consumer, floor: before.floor, behind: cap - before.floor, messages: streamMessages });
+    }
     logger?.debug(
       { stream: names.stream, messages: streamMessages, firstSeq: first, lowestAckFloor: before.floor, consumer: before.consumer, appliedSeq: cap },
       'snapshot skipped: nothing could be purged',
@@ -312,10 +322,12 @@ function readMeta(info: ObjectInfo): SnapshotMeta {
  * Startup: with `resetStates`, purges the whole stream and deletes the bucket; otherwise loads
  * the stable snapshot into the indexer (then flushed). Logs the outcome: bytes downloaded and
  * events loaded, or a line saying no snapshot exists or that loading was skipped. A snapshot
- * that does not decode throws its `SnapshotDecodeError`: starting from part of a snapshot
- * would serve wrong scores.
+ * that does not decode throws its `SnapshotDecodeError` with `onBadSnapshot` 'fail' (starting
+ * from part of a snapshot would serve wrong scores); with 'skip' the workers it had loaded are
+ * removed again, an error line says the index is partial, and the stream is consumed from its
+ * start (outcome 'skipped').
  */
-export async function restoreSnapshot(ctx: SnapshotContext, resetStates: boolean): Promise<RestoreReport> {
+export async function restoreSnapshot(ctx: SnapshotContext, resetStates: boolean, onBadSnapshot: 'fail' | 'skip' = 'fail'): Promise<RestoreReport> {
   const { jsm, js, names, logger } = ctx;
   const started = performance.now();
   if (resetStates) {
@@ -335,7 +347,13 @@ export async function restoreSnapshot(ctx: SnapshotContext, resetStates: boolean
     );
     return { resumeAfter: 0, outcome: 'reset', events: 0, bytes: 0, downloads: 0, durationMs: Math.round(performance.now() - started) };
   }
-  const snap = await downloadStableSnapshot(jsm, js, names);
+  let snap: Awaited<ReturnType<typeof downloadStableSnapshot>>;
+  try {
+    snap = await downloadStableSnapshot(jsm, js, names);
+  } catch (err) {
+    if (onBadSnapshot === 'fail' || !(err instanceof KvIndexError) || err instanceof NatsError) throw err;
+    return skipped(ctx, err, new Set(), started);
+  }
   if (snap === null) {
     logger?.info(
       { bucket: names.bucket, key: names.snapshotKey },
@@ -348,13 +366,20 @@ export async function restoreSnapshot(ctx: SnapshotContext, resetStates: boolean
     logger?.warn({ downloads: snap.downloads }, 'snapshot kept changing while downloading: using the last download');
   }
   let events = 0;
+  const loaded = new Set<bigint>();
   const counted = function* (it: Iterable<RouterEvent>): Generator<RouterEvent> {
     for (const e of it) {
       events++;
+      if (onBadSnapshot === 'skip') loaded.add(e.workerId);
       yield e;
     }
   };
-  await ctx.indexer.restore(counted(iterateSnapshot(snap.bytes, snap.meta.encoding)));
+  try {
+    await ctx.indexer.restore(counted(iterateSnapshot(snap.bytes, snap.meta.encoding)));
+  } catch (err) {
+    if (onBadSnapshot === 'fail' || !(err instanceof SnapshotDecodeError)) throw err;
+    return skipped(ctx, err, loaded, started);
+  }
   const report: RestoreReport = {
     resumeAfter: snap.meta.streamSeq ?? 0,
     outcome: 'restored',
@@ -378,6 +403,17 @@ export async function restoreSnapshot(ctx: SnapshotContext, resetStates: boolean
     `restored ${events} events (${report.bytes} bytes) from the snapshot; the stream resumes after sequence ${report.resumeAfter}`,
   );
   return report;
+}
+
+/** onBadSnapshot 'skip': undoes a partial restore and says loudly that the index is partial. */
+async function skipped(ctx: SnapshotContext, err: KvIndexError, loaded: Set<bigint>, started: number): Promise<RestoreReport> {
+  for (const w of loaded) await ctx.indexer.removeWorker(w);
+  await ctx.indexer.flush();
+  ctx.logger?.error(
+    { bucket: ctx.names.bucket, key: ctx.names.snapshotKey, code: err.code, err: err.message, workersUnloaded: loaded.size },
+    'the snapshot cannot be read and was SKIPPED (--on-bad-snapshot skip): the index holds only what the stream still has, so it is PARTIAL and reports not ready until a new snapshot is taken',
+  );
+  return { resumeAfter: 0, outcome: 'skipped', events: 0, bytes: 0, downloads: 0, durationMs: Math.round(performance.now() - started) };
 }
 
 async function firstSeq(jsm: JetStreamManager, stream: string): Promise<number> {

@@ -6,7 +6,8 @@ import type { Logger } from 'pino';
 import { ErrorCode, KvIndexError } from '../errors.js';
 import type { SnapshotEncoding } from '../protocol/types.js';
 import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
-import { DEFAULT_STREAM_MAX_AGE_S } from './connect.js';
+import type { NatsAuthOptions } from './auth.js';
+import { DEFAULT_CONSUMER_INACTIVE_S, DEFAULT_STREAM_MAX_AGE_S } from './connect.js';
 import { checkEncoding } from './snapshot.js';
 
 export interface KvEventSubscriberOptions {
@@ -20,6 +21,8 @@ export interface KvEventSubscriberOptions {
   connection?: NatsConnection;
   /** First-connect retry budget, ms (default 5,000); then `KVX_NATS_UNREACHABLE`. */
   connectTimeoutMs?: number;
+  /** Credentials and TLS (see auth.ts); unset fields fall back to the URL, then the environment. */
+  auth?: NatsAuthOptions;
   /** Durable consumer name; default a random UUID, as Dynamo names it after the router. */
   consumerName?: string;
   /** `max_age` of the stream when this subscriber creates it, seconds. Default 3,600. */
@@ -45,6 +48,25 @@ export interface KvEventSubscriberOptions {
    * the shards are the busy threads there. Default false.
    */
   parseInShards?: boolean;
+  /**
+   * The durable consumer's `inactive_threshold`, seconds: the server deletes it after this long
+   * without a pull (a crashed router's consumer). Default 60; Dynamo's is 3,600.
+   */
+  consumerInactiveThresholdS?: number;
+  /**
+   * A snapshot that cannot be read: 'fail' (default) stops start-up with its error; 'skip'
+   * consumes whatever the stream still holds, logs at error that the index is partial, and
+   * reports not ready until this router takes a new snapshot.
+   */
+  onBadSnapshot?: 'fail' | 'skip';
+  /** Ready (see `ready()`) when at most this many stream messages are not applied yet. Default 100. */
+  readyMaxLag?: number;
+  /**
+   * Remove a worker from the index when none of its DP ranks sent an event for this long, ms.
+   * Default null: never (a silent worker may just be idle; Dynamo removes workers only when
+   * service discovery loses them).
+   */
+  workerIdleMs?: number | null;
   /** Keep the durable consumer on close (Dynamo deletes it, so it stops holding back purges). */
   keepConsumer?: boolean;
   logger?: Logger;
@@ -61,8 +83,19 @@ export interface SubscriberStats {
   malformed: number;
   /** Messages at or below the router's position, skipped. */
   duplicates: number;
-  /** Stream sequences that never arrived (purged or expired before this router read them). */
+  /** Stream sequences that never arrived because the stream no longer held them (purged, expired, deleted). */
   missedSeqs: number;
+  /** Applied events by type (serde-compact messages; others are applied but not typed here). */
+  eventsByType: { stored: number; removed: number; cleared: number };
+  /** Event-id jumps within a worker's (and DP rank's) events, and the events they skipped. */
+  workerEventIdGaps: number;
+  workerMissingEvents: number;
+  /** Workers removed for idleness or by request. */
+  workersRemoved: number;
+  /** Stream messages not applied yet (estimate: see readiness.ts). */
+  lag: number;
+  /** Sequences the stream still held that were delivered but never reached this router (each makes it recreate its consumer). */
+  lostDeliveries: number;
   /** Times the consumer was recreated after a lost delivery or its disappearance. */
   consumerResets: number;
   snapshots: number;
@@ -86,6 +119,10 @@ export interface SubscriberConfig {
   fetchExpiresMs: number;
   parseInShards: boolean;
   keepConsumer: boolean;
+  consumerInactiveThresholdS: number;
+  onBadSnapshot: 'fail' | 'skip';
+  readyMaxLag: number;
+  workerIdleMs: number | null;
 }
 
 /** Applies defaults; throws `KvIndexError` `InvalidOption` naming the bad option. */
@@ -117,5 +154,9 @@ export function checkSubscriberOptions(o: KvEventSubscriberOptions): SubscriberC
     fetchExpiresMs: int('fetchExpiresMs', o.fetchExpiresMs, 1_000, 1_000),
     parseInShards: o.parseInShards === true,
     keepConsumer: o.keepConsumer === true,
+    onBadSnapshot: o.onBadSnapshot === undefined || o.onBadSnapshot === 'fail' ? 'fail' : o.onBadSnapshot === 'skip' ? 'skip' : bad(`onBadSnapshot: expected 'fail' or 'skip', got ${JSON.stringify(o.onBadSnapshot)}`),
+    readyMaxLag: int('readyMaxLag', o.readyMaxLag, 100, 0),
+    workerIdleMs: o.workerIdleMs === undefined || o.workerIdleMs === null ? null : int('workerIdleMs', o.workerIdleMs, 0, 1),
+    consumerInactiveThresholdS: int('consumerInactiveThresholdS', o.consumerInactiveThresholdS, DEFAULT_CONSUMER_INACTIVE_S, 1),
   };
 }

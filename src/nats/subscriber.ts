@@ -7,8 +7,9 @@
  * - Ack after apply: the batch's last message is acked (consumer ack policy `all`) only after
  *   `indexer.flush()` says every event of the batch is applied; Dynamo acks on receipt.
  * - Position: the router owns the last stream sequence it handed to the indexer; redeliveries
- *   at or below it are skipped, and lost deliveries make it recreate its consumer right after
- *   it (rules in delivery.ts). Startup resumes right after the snapshot's `stream_seq`
+ *   at or below it are skipped, and deliveries lost in transit make it recreate its consumer
+ *   right after it (each message's intake, gaps and per-worker bookkeeping: intake.ts;
+ *   the rules: delivery.ts). Startup resumes right after the snapshot's `stream_seq`
  *   (snapshot.ts).
  *
  * Malformed messages are counted, logged with their stream sequence, acked with the batch and
@@ -27,14 +28,16 @@ import {
   type Status,
 } from 'nats';
 import type { Logger } from 'pino';
-import { ErrorCode, EventParseError, KvIndexError } from '../errors.js';
+import { ErrorCode, KvIndexError } from '../errors.js';
 import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
 import { connectNats, createDurableConsumer, ensureStream, openJetStream, sleep } from './connect.js';
-import { DeliveryTracker } from './delivery.js';
 import { API_CONSUMER_NOT_FOUND, isApiError, reason } from './errors.js';
+import { MessageIntake } from './intake.js';
 import { kvNames, type KvNames } from './names.js';
 import { restoreSnapshot, type RestoreReport, type SnapshotReport } from './snapshot.js';
 import { SnapshotScheduler } from './snapshot-schedule.js';
+import { ReadinessTracker, type Readiness } from './readiness.js';
+import type { WorkerActivity } from './worker-activity.js';
 import {
   checkSubscriberOptions,
   type KvEventSubscriberOptions,
@@ -57,7 +60,7 @@ export class KvEventSubscriber {
   private readonly logger: Logger | null;
   private readonly o: SubscriberConfig;
   private readonly snapshots: SnapshotScheduler;
-  private readonly position: DeliveryTracker;
+  private readonly intake: MessageIntake;
   private consumer: Consumer | null = null;
   private activeFetch: ConsumerMessages | null = null;
   private inFlightCommit: Promise<void> | null = null;
@@ -75,7 +78,10 @@ export class KvEventSubscriber {
   private failingSince = 0;
   private readonly onShardMalformed: ((err: KvIndexError, streamSeq?: number) => void) | null;
   private status: AsyncIterable<Status> | null = null;
-  private readonly counts = { received: 0, applied: 0, malformed: 0, duplicates: 0, missedSeqs: 0, consumerResets: 0, pending: 0 };
+  private readonly readinessTracker: ReadinessTracker;
+  private workersRemoved = 0;
+  private idleTimer: NodeJS.Timeout | null = null;
+  private snapshotsSeen = 0;
 
   private constructor(
     o: SubscriberConfig,
@@ -95,17 +101,33 @@ export class KvEventSubscriber {
     this.js = jet.js;
     this.indexer = opts.indexer;
     this.logger = opts.logger ?? null;
-    this.position = new DeliveryTracker(restored.resumeAfter);
+    this.readinessTracker = new ReadinessTracker(o.readyMaxLag);
+    this.intake = new MessageIntake(
+      {
+        indexer: opts.indexer,
+        jsm: jet.jsm,
+        stream: names.stream,
+        consumerName: o.consumerName,
+        parseInShards: o.parseInShards,
+        readiness: this.readinessTracker,
+        logger: this.logger,
+        onLost: () => {
+          this.resetNeeded = true;
+        },
+      },
+      restored.resumeAfter,
+    );
     this.appliedSeq = restored.resumeAfter;
     // The dump is requested in the same tick as this read (see takeSnapshot).
     this.snapshots = new SnapshotScheduler(
-      { jsm: jet.jsm, js: jet.js, names, indexer: opts.indexer, logger: this.logger },
+      { jsm: jet.jsm, js: jet.js, names, indexer: opts.indexer, logger: this.logger, consumerName: o.consumerName },
       o.snapshotThreshold,
       o.snapshotIntervalMs,
       o.encoding,
-      () => this.position.position,
+      () => this.intake.position.position,
     );
-    this.onShardMalformed = o.parseInShards ? (err, streamSeq) => this.shardRejected(err, streamSeq) : null;
+    if (restored.outcome === 'skipped') this.readinessTracker.setPartial(true, this.appliedSeq);
+    this.onShardMalformed = o.parseInShards ? (err, streamSeq) => this.intake.shardRejected(err, streamSeq) : null;
     if (this.onShardMalformed !== null) opts.indexer.on('malformed', this.onShardMalformed);
   }
 
@@ -125,18 +147,21 @@ export class KvEventSubscriber {
       (await connectNats({
         ...(o.servers === undefined ? {} : { servers: o.servers }),
         ...(options.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: options.connectTimeoutMs }),
+        ...(options.auth === undefined ? {} : { auth: options.auth }),
         ...(logger === undefined ? {} : { logger }),
         name: `kvindex-router-${o.consumerName}`,
       }));
     try {
       const jet = await openJetStream(nc);
       await ensureStream(jet.jsm, names, o.streamMaxAgeS, logger);
-      const restored = await restoreSnapshot({ ...jet, names, indexer: options.indexer, logger: logger ?? null }, o.resetStates);
+      const restored = await restoreSnapshot({ ...jet, names, indexer: options.indexer, logger: logger ?? null }, o.resetStates, o.onBadSnapshot);
       const sub = new KvEventSubscriber(o, options, names, nc, jet, restored);
       await sub.createConsumer();
       sub.watchConnection();
       sub.loopDone = sub.loop();
       sub.snapshots.start();
+      sub.startIdleRemoval();
+      sub.readinessTracker.update(sub.appliedSeq);
       logger?.info(
         { stream: names.stream, consumer: o.consumerName, resumeAfter: restored.resumeAfter, snapshotThreshold: o.snapshotThreshold },
         'subscribed to the KV event stream',
@@ -162,10 +187,94 @@ export class KvEventSubscriber {
     return {
       stream: this.names.stream,
       consumer: this.consumerName,
-      ...this.counts,
+      ...this.intake.counts,
+      eventsByType: { stored: this.intake.byType[0]!, removed: this.intake.byType[1]!, cleared: this.intake.byType[2]! },
+      workerEventIdGaps: this.intake.workers.stats().gaps,
+      workerMissingEvents: Number(this.intake.workers.stats().missingEvents),
+      workersRemoved: this.workersRemoved,
+      lag: this.readinessTracker.lag(this.appliedSeq),
       snapshots: this.snapshots.taken,
       lastAppliedSeq: this.appliedSeq,
     };
+  }
+
+  /** Ack floor (stream sequence) of this router's durable consumer; null when the server cannot say. */
+  async consumerAckFloor(): Promise<number | null> {
+    try {
+      return (await this.jsm.consumers.info(this.names.stream, this.consumerName)).ack_floor.stream_seq;
+    } catch {
+      return null;
+    }
+  }
+
+  /** The last snapshot this router took (null: none since start). */
+  get lastSnapshot(): SnapshotScheduler['last'] {
+    return this.snapshots.last;
+  }
+
+  /**
+   * True when the index is complete enough to route with: started (snapshot restored), caught up
+   * to within `readyMaxLag` messages, not partial after a skipped snapshot, not stopped.
+   */
+  ready(): boolean {
+    return this.readiness().ready;
+  }
+
+  /** `ready()` with the reason and the lag. */
+  readiness(): Readiness {
+    this.syncSnapshots();
+    return this.readinessTracker.get(this.appliedSeq);
+  }
+
+  /** A snapshot taken since the last look ends a partial index (onBadSnapshot 'skip'). */
+  private syncSnapshots(): void {
+    if (this.snapshots.taken === this.snapshotsSeen) return;
+    this.snapshotsSeen = this.snapshots.taken;
+    this.readinessTracker.setPartial(false, this.appliedSeq);
+  }
+
+  /** Resolves when ready (at once if it is). */
+  whenReady(): Promise<void> {
+    return this.readinessTracker.whenReady(this.appliedSeq);
+  }
+
+  /** Per-worker last event and event-id gaps (worker-activity.ts). */
+  get workers(): WorkerActivity {
+    return this.intake.workers;
+  }
+
+  /** Calls `listener` each time readiness changes (the readiness event). */
+  onReadinessChange(listener: (r: Readiness) => void): void {
+    this.readinessTracker.onChange(listener);
+  }
+
+  /**
+   * Removes a worker's blocks from the index now (an admin request, or idleness) and forgets its
+   * event ids. Resolves with whether this router had seen events from it. Its later events are
+   * applied again as usual.
+   */
+  async removeWorker(workerId: bigint, why = 'request'): Promise<boolean> {
+    const known = this.intake.workers.forget(workerId);
+    await this.indexer.removeWorker(workerId);
+    this.workersRemoved++;
+    this.logger?.info({ workerId: workerId.toString(), why, known }, 'worker removed from the index');
+    return known;
+  }
+
+  private startIdleRemoval(): void {
+    const idleMs = this.o.workerIdleMs;
+    if (idleMs === null) return;
+    // Checked a few times per threshold, at most every 5 s: removal is late by at most that much.
+    const every = Math.max(10, Math.min(5_000, Math.floor(idleMs / 4)));
+    this.idleTimer = setInterval(() => {
+      if (this.stopping) return;
+      for (const id of this.intake.workers.idle(Date.now(), idleMs)) {
+        void this.removeWorker(id, `no event for ${idleMs} ms`).catch((err: unknown) => {
+          this.logger?.warn({ workerId: id.toString(), err: reason(err) }, 'could not remove an idle worker');
+        });
+      }
+    }, every);
+    this.idleTimer.unref();
   }
 
   /**
@@ -239,6 +348,8 @@ export class KvEventSubscriber {
     }
     this.closed = true;
     this.stopping = true;
+    if (this.idleTimer !== null) clearInterval(this.idleTimer);
+    this.readinessTracker.stop(this.appliedSeq);
     const snapshotsStopped = this.snapshots.stop();
     // Abandoning the pull is harmless now: deliveries that still arrive are never acked, and the
     // consumer is deleted (or, kept, is recreated from the snapshot position by the next start).
@@ -328,6 +439,7 @@ export class KvEventSubscriber {
   private fail(err: unknown): Error {
     this.logger?.error({ err: reason(err), code: (err as { code?: unknown }).code }, 'indexer failed: the subscriber stops');
     this.stopping = true;
+    this.readinessTracker.stop(this.appliedSeq);
     void this.snapshots.stop();
     this.pausedAck?.();
     return err instanceof Error ? err : new Error(String(err));
@@ -348,7 +460,8 @@ export class KvEventSubscriber {
         n++;
         bytes += m.data.length;
         if (this.resetNeeded) continue;
-        if (this.accept(m)) last = m;
+        const ok = this.intake.accept(m);
+        if (ok === true || (ok !== false && (await ok))) last = m;
         if (this.indexer.needsDrain) await this.indexer.drained();
         // Caught up (the server has nothing more, and `getPending()` counts only this message):
         // commit now rather than when the pull expires, so acks and `lastAppliedSeq` do not lag
@@ -377,11 +490,13 @@ export class KvEventSubscriber {
    */
   private async commit(last: JsMsg): Promise<void> {
     await this.settle();
-    const upTo = this.position.position;
+    const upTo = this.intake.position.position;
     const flushed = this.indexer.flush().then(async () => {
       if (this.stopping) await last.ackAck({ timeout: 2_000 }).catch(() => false);
       else last.ack();
       this.appliedSeq = upTo;
+      this.syncSnapshots();
+      this.readinessTracker.update(upTo);
       if (this.waiters.length > 0) {
         const ready = this.waiters.filter((w) => w.seq <= upTo);
         this.waiters = this.waiters.filter((w) => w.seq > upTo);
@@ -401,72 +516,26 @@ export class KvEventSubscriber {
     await c;
   }
 
-  /** Handles one delivery; true when it may be acked (everything but a lost-delivery signal). */
-  private accept(m: JsMsg): boolean {
-    this.counts.received++;
-    const info = m.info;
-    this.counts.pending = info.pending;
-    const seq = m.seq;
-    const d = this.position.classify(seq, info.deliverySequence);
-    if (d.kind === 'lost') {
-      this.logger?.warn(
-        { consumer: this.consumerName, expected: d.expected, got: info.deliverySequence, streamSeq: seq, resumeAfter: this.position.position },
-        'deliveries were lost in transit: recreating the consumer after the last applied sequence',
-      );
-      this.resetNeeded = true;
-      return false;
-    }
-    if (d.kind === 'duplicate') {
-      this.counts.duplicates++;
-      return true;
-    }
-    if (d.missedTo >= d.missedFrom) {
-      this.counts.missedSeqs += d.missedTo - d.missedFrom + 1;
-      this.logger?.warn({ from: d.missedFrom, to: d.missedTo }, 'stream sequences missing (purged or expired before this router read them)');
-    }
-    try {
-      if (this.o.parseInShards) this.indexer.applyEventJson(m.data, seq);
-      else this.indexer.applyEventJsonOnCaller(m.data);
-    } catch (err) {
-      if (!(err instanceof EventParseError)) throw err;
-      this.counts.malformed++;
-      this.logger?.warn(
-        { streamSeq: seq, subject: m.subject, bytes: m.data.length, code: err.code, err: err.message },
-        'malformed KV event skipped',
-      );
-      return true;
-    }
-    this.counts.applied++;
-    return true;
-  }
-
-  /** A shard could not parse a message handed over with `parseInShards`: it changed nothing. */
-  private shardRejected(err: KvIndexError, streamSeq?: number): void {
-    this.counts.applied--;
-    this.counts.malformed++;
-    this.logger?.warn({ streamSeq, code: err.code, err: err.message }, 'malformed KV event skipped (parsed in a shard thread)');
-  }
-
   /** (Re)creates the durable consumer to deliver from right after the router's position. */
   private async createConsumer(): Promise<void> {
     const { stream } = this.names;
     const name = this.consumerName;
     const info = await ensureStream(this.jsm, this.names, this.o.streamMaxAgeS, this.logger ?? undefined);
-    if (info.state.last_seq < this.position.position) {
+    this.readinessTracker.streamState(info.state.first_seq, info.state.last_seq);
+    if (info.state.last_seq < this.intake.position.position) {
       // Sequences only go back when the stream was deleted and created again.
       this.logger?.warn(
-        { stream, lastSeq: info.state.last_seq, appliedSeq: this.position.position },
+        { stream, lastSeq: info.state.last_seq, appliedSeq: this.intake.position.position },
         'the stream is behind this router (recreated?): consuming it from its start',
       );
-      this.position.position = 0;
+      this.intake.position.position = 0;
       this.appliedSeq = 0;
     }
-    const from = this.position.position + 1;
-    const { consumer, existed } = await createDurableConsumer(this.jsm, this.js, stream, name, from);
+    const from = this.intake.position.position + 1;
+    const { consumer, existed } = await createDurableConsumer(this.jsm, this.js, stream, name, from, this.o.consumerInactiveThresholdS);
     this.consumer = consumer;
-    this.position.consumerCreated();
     if (this.resetNeeded || existed) {
-      this.counts.consumerResets++;
+      this.intake.counts.consumerResets++;
       this.logger?.info({ consumer: name, fromSeq: from }, 'durable consumer recreated');
     }
     this.resetNeeded = false;

@@ -29,16 +29,21 @@ export class NatsServer {
   readonly storeDir: string;
   private proc: ChildProcess | null = null;
   private log = '';
+  private readonly extraArgs: readonly string[];
 
-  private constructor(port: number, storeDir: string) {
+  private constructor(port: number, storeDir: string, extraArgs: readonly string[]) {
     this.port = port;
     this.url = `nats://127.0.0.1:${port}`;
     this.storeDir = storeDir;
+    this.extraArgs = extraArgs;
   }
 
-  /** Starts a server on a free loopback port with a fresh JetStream folder. */
-  static async start(): Promise<NatsServer> {
-    const server = new NatsServer(await freePort(), mkdtempSync(join(tmpdir(), 'kvindex-nats-')));
+  /**
+   * Starts a server on a free loopback port with a fresh JetStream folder; `extraArgs` are added
+   * to the command line (e.g. `--user u --pass p`, `--auth <token>`, `--tls ...`).
+   */
+  static async start(extraArgs: readonly string[] = []): Promise<NatsServer> {
+    const server = new NatsServer(await freePort(), mkdtempSync(join(tmpdir(), 'kvindex-nats-')), extraArgs);
     await server.spawn();
     return server;
   }
@@ -73,7 +78,7 @@ export class NatsServer {
   }
 
   private async spawn(attempt = 0): Promise<void> {
-    const p = spawn('nats-server', ['-js', '-a', '127.0.0.1', '-p', String(this.port), '-sd', this.storeDir], {
+    const p = spawn('nats-server', ['-js', '-a', '127.0.0.1', '-p', String(this.port), '-sd', this.storeDir, ...this.extraArgs], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const keep = (chunk: Buffer): void => {
