@@ -2,10 +2,14 @@
  * The state behind the standalone indexer API: one `EngineIndex` per (model, tenant), each
  * with its own block size, and the engine listeners registered into them, one `ZmqKvSource` per
  * (instance, model, tenant, dp rank). Registration is the only way in; unregistering stops the
- * listeners and drops the blocks they brought.
+ * listeners and drops the blocks they brought. Routing decisions (`POST /route`) use one
+ * `KvRouter` per (model, tenant), made on first use, over that index, with the registered
+ * (instance, dp rank)s as candidates.
  */
 
 import type { Logger } from 'pino';
+import { KvRouter, type KvRouterOptions } from '../router/kv-router.js';
+import type { WorkerCandidate } from '../router/select-worker.js';
 import { EngineIndex } from '../zmq/engine-index.js';
 import { ZmqKvSource } from '../zmq/source.js';
 import { checkEndpoint } from '../zmq/endpoint.js';
@@ -15,6 +19,8 @@ export interface IndexEntry {
   readonly modelName: string;
   readonly tenantId: string;
   readonly index: EngineIndex;
+  /** Its routing state, once a route was asked for. */
+  router: KvRouter | null;
 }
 
 export interface ListenerEntry {
@@ -32,6 +38,8 @@ export interface EngineRegistryOptions {
   topic?: string;
   /** Per-message replay wait (default 2,000 ms). */
   replayTimeoutMs?: number;
+  /** Selector settings of the routers (Dynamo's defaults otherwise). */
+  routing?: Omit<KvRouterOptions, 'indexer' | 'blockSize' | 'workers'>;
 }
 
 const key = (...parts: Array<string | bigint | number>): string => parts.map(String).join('\u0000');
@@ -48,6 +56,23 @@ export class EngineRegistry {
   /** The index of (model, tenant), or undefined. */
   index(modelName: string, tenantId: string): IndexEntry | undefined {
     return this.#indexes.get(key(modelName, tenantId));
+  }
+
+  /** The router of (model, tenant), made on first use; undefined without an index. */
+  router(modelName: string, tenantId: string): KvRouter | undefined {
+    const entry = this.index(modelName, tenantId);
+    if (entry === undefined) return undefined;
+    entry.router ??= new KvRouter({ ...this.#options.routing, indexer: entry.index, blockSize: entry.index.blockSize });
+    return entry.router;
+  }
+
+  /** The registered (instance, dp rank)s of (model, tenant): the routing candidates. */
+  candidates(modelName: string, tenantId: string): WorkerCandidate[] {
+    const out: WorkerCandidate[] = [];
+    for (const l of this.#listeners.values()) {
+      if (l.modelName === modelName && l.tenantId === tenantId) out.push({ workerId: l.instanceId, dpRank: l.dpRank });
+    }
+    return out;
   }
 
   indexes(): IndexEntry[] {
@@ -73,7 +98,7 @@ export class EngineRegistry {
     const lk = key(r.instanceId, r.modelName, r.tenantId, r.dpRank);
     if (this.#listeners.has(lk)) throw new HttpRequestError(`instance ${r.instanceId} dp_rank ${r.dpRank} is already registered for this model and tenant`, 409);
     if (entry === undefined) {
-      entry = { modelName: r.modelName, tenantId: r.tenantId, index: new EngineIndex({ blockSize: r.blockSize }) };
+      entry = { modelName: r.modelName, tenantId: r.tenantId, index: new EngineIndex({ blockSize: r.blockSize }), router: null };
       this.#indexes.set(ik, entry);
     }
     const source = await ZmqKvSource.start({

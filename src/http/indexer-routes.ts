@@ -6,8 +6,10 @@
  * not leak into the rest of the server.
  *
  * POST /register, /unregister (mutating: the bearer token, when set, guards them),
- * GET /workers, POST /query, POST /query_by_hash, GET /dump, GET /health. docs/http-api.md has
- * the bodies with examples.
+ * GET /workers, POST /query, POST /query_by_hash, GET /dump, GET /health; and kvindex's
+ * routing decisions (not Dynamo's: its routers decide in-process): POST /route, /mark_prefill,
+ * /free, guarded by the token too since they change what later decisions see. docs/http-api.md
+ * has the bodies with examples.
  */
 
 import { timingSafeEqual } from 'node:crypto';
@@ -15,7 +17,10 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { computeBlockHashes } from '../hash/block-hash.js';
 import { parseJsonLossless } from '../protocol/json-value.js';
 import type { EngineRegistry } from './engine-registry.js';
-import { HttpRequestError, readQuery, readQueryByHash, readRegister, readUnregister } from './requests.js';
+import { formatRouteDecision } from '../router/decision-json.js';
+import { KvIndexError, ErrorCode } from '../errors.js';
+import type { KvRouter, RouteOptions } from '../router/kv-router.js';
+import { HttpRequestError, readQuery, readQueryByHash, readRegister, readRequestRef, readRoute, readUnregister } from './requests.js';
 import { dumpJson, scoresJson, workersJson } from './responses.js';
 
 export interface IndexerRoutesOptions {
@@ -79,6 +84,37 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
       if (entry === undefined) throw new HttpRequestError(`no index for model '${q.modelName}' tenant '${q.tenantId}'`, 404);
       return reply.type(JSON_TYPE).send(scoresJson(entry.index.query(q.blockHashes), entry.index.blockSize));
     });
+
+    api.post('/route', { onRequest: auth }, async (req, reply) => {
+      const r = readRoute(plain(req.body));
+      const router = registry.router(r.modelName, r.tenantId);
+      if (router === undefined) throw new HttpRequestError(`no index for model '${r.modelName}' tenant '${r.tenantId}'`, 404);
+      const candidates = registry.candidates(r.modelName, r.tenantId);
+      if (candidates.length === 0) throw new HttpRequestError(`no worker registered for model '${r.modelName}' tenant '${r.tenantId}'`, 503);
+      const options: RouteOptions = { candidates, loraName: r.loraName, overrides: r.overrides };
+      if (r.requestId !== null) options.requestId = r.requestId;
+      if (r.expectedOutputTokens !== null) options.expectedOutputTokens = r.expectedOutputTokens;
+      try {
+        return reply.type(JSON_TYPE).send(formatRouteDecision(router.route(r.tokenIds, options)));
+      } catch (err) {
+        // The router's typed errors are the request's fault: a repeated id conflicts (409).
+        if (!(err instanceof KvIndexError)) throw err;
+        throw new HttpRequestError(err.message, err.code === ErrorCode.DuplicateRequest ? 409 : 400);
+      }
+    });
+
+    const acts: Array<[string, (router: KvRouter, id: string) => boolean]> = [
+      ['/mark_prefill', (router, id) => router.markPrefillCompleted(id)],
+      ['/free', (router, id) => router.free(id)],
+    ];
+    for (const [path, act] of acts) {
+      api.post(path, { onRequest: auth }, async (req, reply) => {
+        const r = readRequestRef(plain(req.body));
+        const router = registry.router(r.modelName, r.tenantId);
+        if (router === undefined) throw new HttpRequestError(`no index for model '${r.modelName}' tenant '${r.tenantId}'`, 404);
+        return reply.type(JSON_TYPE).send(`{"ok":${act(router, r.requestId)}}`);
+      });
+    }
 
     api.get('/dump', async (_req, reply) => reply.type(JSON_TYPE).send(dumpJson(registry.indexes())));
 

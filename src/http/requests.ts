@@ -6,6 +6,7 @@
  * `HttpRequestError` (code `KVX_HTTP_BAD_REQUEST`, answered with 400) naming the field.
  */
 
+import type { RouteOverrides } from '../router/select-worker.js';
 import { ErrorCode, KvIndexError } from '../errors.js';
 import type { JsonValue } from '../protocol/json-value.js';
 
@@ -120,6 +121,52 @@ export function readQuery(body: unknown): QueryRequest {
     tokenIds[i] = n;
   }
   return { tokenIds, modelName: str(o, 'model_name'), tenantId: optStr(o, 'tenant_id') ?? DEFAULT_TENANT, loraName: optStr(o, 'lora_name') };
+}
+
+export interface RouteRequest extends QueryRequest {
+  requestId: string | null;
+  expectedOutputTokens: number | null;
+  overrides: RouteOverrides | null;
+}
+
+/** The in-flight request a `/mark_prefill` or `/free` names. */
+export interface RequestRef {
+  requestId: string;
+  modelName: string;
+  tenantId: string;
+}
+
+function optNumber(o: Obj, key: string, min: number): number | null {
+  const v = o[key];
+  if (v === undefined || v === null) return null;
+  const n = typeof v === 'bigint' ? Number(v) : v;
+  if (typeof n !== 'number' || !Number.isFinite(n) || n < min) throw new HttpRequestError(`${key}: expected a number >= ${min}`);
+  return n;
+}
+
+/** `/route`: a `/query` body plus the request's id, its expected output and selector overrides. */
+export function readRoute(body: unknown): RouteRequest {
+  const o = object(body);
+  const q = readQuery(o);
+  let overrides: RouteOverrides | null = null;
+  const ov = o.overrides;
+  if (ov !== undefined && ov !== null) {
+    const v = object(ov);
+    overrides = {};
+    const credit = optNumber(v, 'overlap_score_credit', 0);
+    const scale = optNumber(v, 'prefill_load_scale', 0);
+    const temperature = optNumber(v, 'router_temperature', 0);
+    if (credit !== null) overrides.overlapScoreCredit = credit;
+    if (scale !== null) overrides.prefillLoadScale = scale;
+    if (temperature !== null) overrides.temperature = temperature;
+  }
+  const out = optNumber(o, 'expected_output_tokens', 0);
+  return { ...q, requestId: optStr(o, 'request_id'), expectedOutputTokens: out === null ? null : Math.floor(out), overrides };
+}
+
+export function readRequestRef(body: unknown): RequestRef {
+  const o = object(body);
+  return { requestId: str(o, 'request_id'), modelName: str(o, 'model_name'), tenantId: optStr(o, 'tenant_id') ?? DEFAULT_TENANT };
 }
 
 export function readQueryByHash(body: unknown): QueryByHashRequest {

@@ -26,6 +26,7 @@ import type { Logger } from 'pino';
 import { KvIndexError } from '../errors.js';
 import { parseJsonLossless, type JsonObject, type JsonValue } from '../protocol/json-value.js';
 import { KvRouter, type KvRouterOptions, type RouteOptions } from '../router/kv-router.js';
+import { formatRouteDecision } from '../router/decision-json.js';
 import { formatActiveSequenceEvent, parseActiveSequenceEvent } from '../router/sequence-event.js';
 import type { RouteOverrides } from '../router/select-worker.js';
 import { NatsError, NatsErrorCode, reason } from './errors.js';
@@ -164,11 +165,7 @@ export class KvRouteService {
         if (requestId !== undefined) options.requestId = requestId;
         const out = numberOf(o['expected_output_tokens'], 'expected_output_tokens');
         if (out !== undefined) options.expectedOutputTokens = out;
-        const d = router.route(find.tokens, options);
-        return `{"request_id":${JSON.stringify(d.requestId)},"worker_id":"${d.workerId}","dp_rank":${d.dpRank},` +
-          `"overlap_blocks":${d.overlapBlocks},"required_blocks":${d.requiredBlocks},` +
-          `"candidates":[${d.candidates.map((c) => `{"worker_id":"${c.workerId}","dp_rank":${c.dpRank}}`).join(',')}],` +
-          `"costs":[${Array.from(d.costs).join(',')}],"overlaps":[${Array.from(d.overlaps).join(',')}]}`;
+        return formatRouteDecision(router.route(find.tokens, options));
       }),
       serve(subjects.markPrefill, (o) => `{"ok":${router.markPrefillCompleted(requestIdOf(o, true)!)}}`),
       serve(subjects.free, (o) => `{"ok":${router.free(requestIdOf(o, true)!)}}`),

@@ -13,6 +13,7 @@
  */
 
 import type { ApplyStatus, KvCacheEventData, RouterEvent } from '../protocol/types.js';
+import { createMatchResult, type MatchResult } from '../tree/match-result.js';
 import { RadixTree } from '../tree/radix-tree.js';
 import { StorageTier } from './convert.js';
 
@@ -45,6 +46,9 @@ export class EngineIndex {
   readonly #trees = new Map<StorageTier, Map<number, RadixTree>>();
   /** rank -> workers kept out of scores. */
   readonly #excluded = new Map<number, Set<bigint>>();
+  // Scratch of findMatchesInto (reused).
+  readonly #scratch = createMatchResult();
+  readonly #best = new Map<bigint, number>();
 
   constructor(options: EngineIndexOptions) {
     this.blockSize = options.blockSize;
@@ -125,6 +129,38 @@ export class EngineIndex {
       if (tier !== StorageTier.Device && into.size > 0) lowerTiers.set(tier, into);
     }
     return { scores, frequencies, treeSizes, lowerTiers };
+  }
+
+  /**
+   * The device tier as a router's index (`KvRouter`, src/router/): matching workers and their
+   * best score over their ranks (the router prices per worker id, so a worker's DP ranks share
+   * it; a fleet without DP is exact), excluded (worker, rank)s left out.
+   */
+  findMatchesInto(hashes: BigUint64Array, result: MatchResult, earlyExit = false): number {
+    const best = this.#best;
+    best.clear();
+    for (const [rank, tree] of this.#trees.get(StorageTier.Device) ?? []) {
+      const n = tree.findMatchesInto(hashes, this.#scratch, earlyExit);
+      const excluded = this.#excluded.get(rank);
+      for (let i = 0; i < n; i++) {
+        const w = this.#scratch.workerIds[i]!;
+        if (excluded?.has(w) === true) continue;
+        const s = this.#scratch.scores[i]!;
+        if (s > (best.get(w) ?? 0)) best.set(w, s);
+      }
+    }
+    result.reserve(best.size, 0);
+    let k = 0;
+    for (const [w, s] of best) {
+      result.workerIds[k] = w;
+      result.scores[k++] = s;
+    }
+    return k;
+  }
+
+  /** A router's write (approximate mode): the event on its rank's device tree. */
+  applyEvent(event: RouterEvent): ApplyStatus {
+    return this.apply(event.workerId, event.event.dpRank ?? 0, StorageTier.Device, event.event.data, event.event.eventId);
   }
 
   /** The device tier as events that rebuild it, rank by rank, each event carrying its rank. */
