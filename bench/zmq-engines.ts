@@ -63,8 +63,11 @@ const agent = new Agent({ keepAlive: true, maxSockets: 32 });
 /** POSTs `body` and resolves with the latency in ms, once the whole answer is read. */
 function post(url: string, body: string): Promise<number> {
   const t0 = performance.now();
+  // The send time on the shared clock (timeOrigin + now), so the server can tell how long the
+  // request waited before its event loop took it.
+  const sent = String(performance.timeOrigin + t0);
   return new Promise((resolve, reject) => {
-    const req = request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+    const req = request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-sent-at': sent } }, (res) => {
       res.resume();
       res.on('end', () => resolve(performance.now() - t0));
     });

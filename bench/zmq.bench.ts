@@ -146,6 +146,17 @@ async function queryWhileIngesting(seconds: number, ingestBlocksPerSecond: numbe
   const ready = (await engines.reply('endpoints')) as { endpoints: string[] };
   const registry = new EngineRegistry();
   const app = Fastify({ logger: false });
+  // Where a slow answer's time goes: waiting for the server's event loop (sent -> onRequest) or
+  // being handled (onRequest -> onResponse).
+  const waited: number[] = [];
+  const handled: number[] = [];
+  app.addHook('onRequest', async (req) => {
+    (req as { t0?: number }).t0 = performance.now();
+    waited.push(performance.timeOrigin + performance.now() - Number(req.headers['x-sent-at']));
+  });
+  app.addHook('onResponse', async (req) => {
+    handled.push(performance.now() - ((req as { t0?: number }).t0 ?? 0));
+  });
   await registerIndexerRoutes(app, registry);
   await app.listen({ host: '127.0.0.1', port: 0 });
   const url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}/query`;
@@ -175,6 +186,9 @@ async function queryWhileIngesting(seconds: number, ingestBlocksPerSecond: numbe
   const q = (await client.send({ cmd: 'query', url, perSecond: 1000, durationMs: seconds * 1000, bodies })) as { latencies: number[]; ms: number };
   await pub;
   const lat = q.latencies.sort((a, b) => a - b);
+  // The recorded phase's requests are the last ones (the warm-up came first).
+  const wait = waited.slice(-lat.length).sort((a, b) => a - b);
+  const handle = handled.slice(-lat.length).sort((a, b) => a - b);
   const blocks = registry.listeners().reduce((a, l) => a + l.source.stats().storedBlocks, 0);
   await app.close();
   await registry.close();
@@ -189,6 +203,8 @@ async function queryWhileIngesting(seconds: number, ingestBlocksPerSecond: numbe
     'p99 ms': percentile(lat, 99),
     'p99.9 ms': percentile(lat, 99.9),
     'max ms': lat[lat.length - 1]!,
+    'server: waited p99 ms': percentile(wait, 99),
+    'server: handled p99 ms': percentile(handle, 99),
   };
 }
 
@@ -216,7 +232,9 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     '',
     table([idle, query]),
     '',
-    `Target: p99 <= 2 ms at 1,000 requests/s (${ok((query['p99 ms'] as number) <= 2)}).`,
+    `Target: p99 <= 2 ms at 1,000 requests/s, end to end from a client thread on the same 2 cores (${ok((query['p99 ms'] as number) <= 2)}). ` +
+      'The last two columns split the server\'s part: the p99 wait between the client sending a request and the ' +
+      'server\'s event loop taking it (a garbage collection or other work in the way), and the p99 handling time.',
   ].join('\n');
   return { title: TITLE, markdown, rows: [...decode, blast, paced, idle, query] };
 }
