@@ -88,8 +88,8 @@ function blockMmHashesOf(value: JsonValue | undefined): Array<BigUint64Array | n
   });
 }
 
-/** Parses a request body; throws `NatsError` `KVX_NATS_BAD_QUERY` naming the bad field. */
-export function parseFindRequest(body: Uint8Array | string): FindRequest {
+/** A request body as a JSON object (integers exact); throws `NatsError` `KVX_NATS_BAD_QUERY`. */
+export function parseRequestObject(body: Uint8Array | string): JsonObject {
   let value: JsonValue;
   try {
     value = parseJsonLossless(body);
@@ -97,7 +97,12 @@ export function parseFindRequest(body: Uint8Array | string): FindRequest {
     return bad(`request is not JSON: ${reason(err)}`);
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) bad('request: expected a JSON object');
-  const obj = value as JsonObject;
+  return value as JsonObject;
+}
+
+/** Parses a request body; throws `NatsError` `KVX_NATS_BAD_QUERY` naming the bad field. */
+export function parseFindRequest(body: Uint8Array | string): FindRequest {
+  const obj = parseRequestObject(body);
   const tokens = obj['tokens'];
   const hashes = obj['hashes'];
   if ((tokens === undefined) === (hashes === undefined)) bad('request: expected exactly one of "tokens" and "hashes"');

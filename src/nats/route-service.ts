@@ -24,14 +24,14 @@ import { randomBytes } from 'node:crypto';
 import type { Msg, NatsConnection, Subscription } from 'nats';
 import type { Logger } from 'pino';
 import { KvIndexError } from '../errors.js';
-import { parseJsonLossless, type JsonObject, type JsonValue } from '../protocol/json-value.js';
+import type { JsonObject, JsonValue } from '../protocol/json-value.js';
 import { KvRouter, type KvRouterOptions, type RouteOptions } from '../router/kv-router.js';
 import { formatRouteDecision } from '../router/decision-json.js';
 import { formatActiveSequenceEvent, parseActiveSequenceEvent } from '../router/sequence-event.js';
 import type { RouteOverrides } from '../router/select-worker.js';
 import { NatsError, NatsErrorCode, reason } from './errors.js';
 import type { KvNames } from './names.js';
-import { parseFindRequest } from './query.js';
+import { parseFindRequest, parseRequestObject } from './query.js';
 
 /** The subjects of the routing service for one (namespace, component). */
 export interface RouteSubjects {
@@ -61,16 +61,6 @@ function bad(message: string): never {
   throw new NatsError(NatsErrorCode.BadQuery, message);
 }
 
-function objectOf(body: Uint8Array): JsonObject {
-  let value: JsonValue;
-  try {
-    value = parseJsonLossless(body);
-  } catch (err) {
-    return bad(`request is not JSON: ${reason(err)}`);
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) bad('request: expected a JSON object');
-  return value as JsonObject;
-}
 
 function requestIdOf(o: JsonObject, required: boolean): string | undefined {
   const id = o['request_id'];
@@ -145,7 +135,7 @@ export class KvRouteService {
           }
           let reply: string;
           try {
-            reply = handle(objectOf(m.data), m.data);
+            reply = handle(parseRequestObject(m.data), m.data);
             if (service !== null) service.#served++;
           } catch (e) {
             reply = formatError(e);
