@@ -30,12 +30,14 @@ export function findEdge(
   parent: number, lo: number, hi: number,
 ): number {
   let i = edgeHash(parent, lo, hi) & mask;
+  // Halves compared as int32 (callers may pass either form; see worker-table.ts on why int32).
+  const lo32 = lo | 0;
+  const hi32 = hi | 0;
   for (;;) {
     const v = slots[i]!;
     if (v === 0) return -1;
     const c = v - 1;
-    // Halves compared as int32 (callers may pass either form; see worker-table.ts on why int32).
-    if ((tl[c]! | 0) === (lo | 0) && (th[c]! | 0) === (hi | 0) && par[c] === parent) return c;
+    if ((tl[c]! | 0) === lo32 && (th[c]! | 0) === hi32 && par[c] === parent) return c;
     i = (i + 1) & mask;
   }
 }

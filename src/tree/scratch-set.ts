@@ -34,6 +34,8 @@ export class ScratchSet {
   add(lo: number, hi: number): boolean {
     const mask = this.mask;
     let i = hashKey(lo, hi) & mask;
+    const lo32 = lo | 0;
+    const hi32 = hi | 0;
     for (;;) {
       if (this.gen[i] !== this.current) {
         this.gen[i] = this.current;
@@ -41,7 +43,7 @@ export class ScratchSet {
         this.hi[i] = hi;
         return true;
       }
-      if ((this.lo[i]! | 0) === (lo | 0) && (this.hi[i]! | 0) === (hi | 0)) return false;
+      if ((this.lo[i]! | 0) === lo32 && (this.hi[i]! | 0) === hi32) return false;
       i = (i + 1) & mask;
     }
   }
