@@ -5,7 +5,7 @@
  *   (async, Map), the shards' ordered port path (the fallback), and the floor of the old design:
  *   a bare thread round trip with no indexer;
  * - idle: 10 ms of idle time before each lookup (threads that were asleep);
- * - while the shards ingest at full speed: the workload replayed unpaced into a fresh indexer,
+ * - while the shards ingest at full speed: the workload replayed unpaced into a warmed, empty indexer,
  *   every lookup timed, `readYourWrites: false` (what a router under load asks) and the default;
  * - allocation: JS heap growth and GC count over 100k `findMatchesInto` in a row;
  * - the synthetic workload's no-match and short-match lookups, in-thread.
@@ -17,6 +17,7 @@ import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import { createMatchResult } from '../src/tree/match-result.js';
 import { RoundTrip } from './reference/round-trip.js';
 import { gc, percentile, quiesce, table, type SuiteOptions, type SuiteResult } from './suite.js';
+import { warmUp } from './warm-up.js';
 import { loadWorkload, workloadPath, type LoadedWorkload } from './workloads.js';
 
 const SHARD_COUNTS = [0, 1, 2];
@@ -153,17 +154,23 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       `GC runs observed during them.\n\n${table(heap)}`,
   );
 
-  // 2. Lookups while the shards ingest at full speed.
+  // 2. Lookups while the shards ingest at full speed, into an indexer warmed by one pass of the
+  // same workload (warm-up.ts: threads that ran before, as a router's do), on every side alike.
+  // One row repeats the 2-shard run on fresh threads, whose code compiles during the run; one
+  // runs the shards at a lower thread priority (shardNice): on this 2-core VM three busy
+  // threads share two cores, and a lookup that waits for a shard's lock whose holder was
+  // descheduled waits for a core to come back.
   const busy: Row[] = [];
-  // The product's rows, then 2 shards at a lower thread priority (shardNice): on this 2-core VM
-  // three busy threads share two cores, and a lookup that sleeps on a shard's lock (its holder
-  // descheduled) waits for a core to come back.
-  const configs: Array<[number, boolean, number]> = [
-    ...[false, true].flatMap((ryw) => SHARD_COUNTS.filter((n) => !(n === 0 && ryw)).map((n): [number, boolean, number] => [n, ryw, 0])),
-    [2, false, 10],
+  const configs: Array<[number, boolean, number, boolean]> = [
+    ...[false, true].flatMap((ryw) =>
+      SHARD_COUNTS.filter((n) => !(n === 0 && ryw)).map((n): [number, boolean, number, boolean] => [n, ryw, 0, true])),
+    [2, false, 10, true],
+    [2, false, 0, false],
   ];
-  for (const [shards, readYourWrites, shardNice] of configs) {
+  const convEvents = conv.ops.flatMap((o) => (o.kind === 'event' ? [o.event] : []));
+  for (const [shards, readYourWrites, shardNice, warm] of configs) {
     const ix = await ShardedIndexer.create({ shards, blockSize: 64, readYourWrites, shardNice });
+    if (warm) await warmUp(ix, convEvents, seqs);
     await quiesce(300);
     const lat = new Float64Array(seqs.length);
     let k = 0;
@@ -181,24 +188,28 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     await ix.flush();
     const ms = performance.now() - t0;
     busy.push({
-      shards, readYourWrites, shardNice, 'ingest+lookups ms': Math.round(ms),
+      shards, readYourWrites, shardNice, threads: warm ? 'warmed' : 'fresh', 'ingest+lookups ms': Math.round(ms),
       'event block-ops/s': Math.round(conv.eventBlocks / (ms / 1000)), ...stats(lat.subarray(0, k)),
     });
     await ix.close();
   }
   rows.push(...busy.map((r) => ({ suite: 'lookup-while-ingesting', ...r })));
-  const b = (shards: number, ryw: boolean, key: string, nice = 0): number =>
-    busy.find((r) => r['shards'] === shards && r['readYourWrites'] === ryw && r['shardNice'] === nice)?.[key] as number;
+  const b = (shards: number, ryw: boolean, key: string, nice = 0, threads = 'warmed'): number =>
+    busy.find((r) => r['shards'] === shards && r['readYourWrites'] === ryw && r['shardNice'] === nice && r['threads'] === threads)?.[key] as number;
   const busyP99 = b(2, false, 'p99 us');
   const busyRatio = r2(b(2, false, 'event block-ops/s') / b(0, false, 'event block-ops/s'));
   sections.push(
-    `**Lookups while the shards ingest at full speed**: the ${conv.name} workload replayed unpaced into a fresh indexer ` +
+    `**Lookups while the shards ingest at full speed**: the ${conv.name} workload replayed unpaced into an empty index ` +
       '(events through `applyEvent`, waiting for `drained()` under backpressure), every lookup a timed `findMatchesInto`; ' +
-      'time through the final `flush()`. With `readYourWrites: true` a lookup first waits until the shards applied every ' +
+      'time through the final `flush()`. Each indexer is first warmed by one pass of the same workload, after which every ' +
+      'worker is removed (bench/warm-up.ts: its threads have run before, as a router\'s have; the same on every side); ' +
+      'the "fresh" row is the 2-shard run on new threads, whose code V8 compiles during the run. With `readYourWrites: true` a lookup first waits until the shards applied every ' +
       'event before it. Targets (2 shards, readYourWrites false): lookup p99 <= 100 us: ' +
       `${busyP99} us -> **${verdict(busyP99 <= 100)}**; ingestion >= 1.5x shards: 0: ${busyRatio}x -> ` +
       `**${verdict(busyRatio >= 1.5)}**. With \`shardNice: 10\`: p99 ${b(2, false, 'p99 us', 10)} us, ingestion ` +
-      `${r2(b(2, false, 'event block-ops/s', 10) / b(0, false, 'event block-ops/s'))}x.\n\n${table(busy)}`,
+      `${r2(b(2, false, 'event block-ops/s', 10) / b(0, false, 'event block-ops/s'))}x. On fresh threads: p99 ` +
+      `${b(2, false, 'p99 us', 0, 'fresh')} us, ingestion ` +
+      `${r2(b(2, false, 'event block-ops/s', 0, 'fresh') / b(0, false, 'event block-ops/s'))}x.\n\n${table(busy)}`,
   );
 
   // 3. The synthetic workload's no-match and short-match lookups, in-thread.
