@@ -2,13 +2,15 @@
  * Event batches and their buffer reuse: a batch written into a recycled buffer (stale words
  * past its end) applies exactly as the events themselves; the writer asks back only a few
  * buffers; a sharded indexer sending tiny batches (so buffers cycle constantly) matches the
- * in-thread tree.
+ * in-thread tree; a write section stops at the next record boundary once a reader queues.
  */
 import { describe, expect, it } from 'vitest';
 import { EventBatchWriter, emptyCounts } from '../src/shard/wire/event-batch.js';
 import { applyBatch } from '../src/shard/thread/apply-batch.js';
 import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
+import { H, HEADER_WORDS } from '../src/tree/shared-layout.js';
+import { hasWaiter } from '../src/shard/wire/tree-lock.js';
 import { dumpTuples, sortedScores } from './support/compare.js';
 import { generateStream } from './support/event-gen.js';
 
@@ -70,5 +72,41 @@ describe('ShardedIndexer with tiny batches', () => {
       await sharded.close();
       await reference.close();
     }
+  });
+});
+
+describe('write sections yield to a queued reader', () => {
+  it('applyBatch stops after the record during which a reader queued, and resuming there applies the rest exactly', () => {
+    const stream = generateStream(11, 400);
+    const events = stream.ops.flatMap((op) => (op.kind === 'event' ? [op.event] : []));
+    const writer = new EventBatchWriter(1 << 16);
+    for (const e of events) writer.push(e);
+    const words = writer.take();
+    const direct = new RadixTree();
+    applyBatch(direct, words, emptyCounts());
+
+    const header = new Int32Array(new SharedArrayBuffer(HEADER_WORDS * 4));
+    Atomics.add(header, H.TICKET, 1); // the writer holds the lock: ticket 0 is served
+    const tree = new RadixTree();
+    const counts = emptyCounts();
+    // No one queued: the whole batch in one call.
+    const alone = new RadixTree();
+    expect(applyBatch(alone, words, emptyCounts(), 0, words.length, header)).toBe(words.length);
+    // A reader queued (a second ticket handed out): one record per call.
+    Atomics.add(header, H.TICKET, 1);
+    let at = 0;
+    let calls = 0;
+    while (at < words.length) {
+      const next = applyBatch(tree, words, counts, at, words.length, header);
+      expect(next).toBeGreaterThan(at);
+      at = next;
+      calls++;
+    }
+    expect(calls).toBe(events.length);
+    expect(dumpTuples(tree.dumpEvents())).toEqual(dumpTuples(direct.dumpEvents()));
+    expect(dumpTuples(alone.dumpEvents())).toEqual(dumpTuples(direct.dumpEvents()));
+    // Once the reader was served (its ticket came up), no more early stops.
+    Atomics.add(header, H.SERVING, 1);
+    expect(hasWaiter(header)).toBe(false);
   });
 });

@@ -40,6 +40,15 @@ export function lockTree(h: Int32Array): void {
   Atomics.sub(h, H.WAITERS, 1);
 }
 
+/**
+ * Whether a reader is queued behind the holder (tickets handed out beyond the one served): a
+ * writer checks it between steps of its section and ends the section early, so that a lookup
+ * waits for one step, not a whole section.
+ */
+export function hasWaiter(h: Int32Array): boolean {
+  return ((Atomics.load(h, H.TICKET) - Atomics.load(h, H.SERVING)) | 0) > 1;
+}
+
 /** Releases the lock; wakes sleepers only if there are any. */
 export function unlockTree(h: Int32Array): void {
   Atomics.add(h, H.SERVING, 1);
