@@ -16,6 +16,7 @@
 
 import type { Logger } from 'pino';
 import type { ApplyStatus } from '../protocol/types.js';
+import { ingestTurn } from './ingest-turns.js';
 import { EventConverter, StorageTier } from './convert.js';
 import type { EngineIndex } from './engine-index.js';
 import { checkEndpoint } from './endpoint.js';
@@ -58,8 +59,6 @@ export const SourceState = {
 export type SourceState = (typeof SourceState)[keyof typeof SourceState];
 
 const NOOP = (): void => {};
-/** Work between two yields of the receive loop (see `#run`). */
-const YIELD_MS = 0.5;
 type Sub = InstanceType<ZeromqModule['Subscriber']>;
 
 export class ZmqKvSource {
@@ -148,17 +147,11 @@ export class ZmqKvSource {
   }
 
   async #run(): Promise<void> {
-    let slice = performance.now();
     for (;;) {
-      // While messages are queued, zeromq resolves each receive at once and this loop would
-      // hold the event loop for the whole backlog (10,000 batches are 0.4-0.7 s of work here),
-      // starving HTTP lookups on the same thread. Yield after ~YIELD_MS of work. Without a
-      // backlog it changes nothing measurable: /query p99 at 50k blocks/s paced was 3.1 ms
-      // with it and 2.7-3.1 ms without (bench zmq --quick, two runs each).
-      if (performance.now() - slice > YIELD_MS) {
-        await new Promise<void>((r) => setImmediate(r));
-        slice = performance.now();
-      }
+      // The event loop gets a turn after every ~0.5 ms of ingestion on this thread
+      // (ingest-turns.ts): a backlog must not starve HTTP lookups.
+      const wait = ingestTurn();
+      if (wait !== null) await wait;
       let frames: Buffer[];
       try {
         frames = await this.#sub.receive();
