@@ -6,8 +6,9 @@
  * the event loop for its whole backlog (10,000 batches are 0.4-0.7 s of work here). A clock per
  * source bounds each loop, but the loops of 8 sources resume one after the other in the same
  * check phase, so HTTP could wait 8 slices. With the shared clock, /query p99 at 1,000 req/s
- * while 8 engines publish 50k blocks/s measured 1.4-2.4 ms (client in its own process, 2-core
- * dev VM) against 2.2-4.1 ms with a clock per source.
+ * while 8 engines publish 50k blocks/s measured 1.4-2.4 ms over 6 runs (routes in the
+ * benchmark process, client in its own process, 2-core dev VM) against 2.0-4.1 ms over 8 runs
+ * with a clock per source.
  */
 const YIELD_MS = 0.5;
 
