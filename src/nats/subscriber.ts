@@ -36,7 +36,9 @@ import { MessageIntake } from './intake.js';
 import { kvNames, type KvNames } from './names.js';
 import { restoreSnapshot, type RestoreReport, type SnapshotReport } from './snapshot.js';
 import { SnapshotScheduler } from './snapshot-schedule.js';
+import { PauseGate } from './pause-gate.js';
 import { ReadinessTracker, type Readiness } from './readiness.js';
+import { SeqWaiters } from './seq-waiters.js';
 import type { WorkerActivity } from './worker-activity.js';
 import {
   checkSubscriberOptions,
@@ -69,12 +71,9 @@ export class KvEventSubscriber {
   private avgMessageBytes = 0;
   private stopping = false;
   private closed = false;
-  private pauseWanted = false;
-  private pausedAck: (() => void) | null = null;
-  private resumeGate: Promise<void> | null = null;
-  private resumeOpen: (() => void) | null = null;
+  private readonly pauseGate = new PauseGate();
   private loopDone: Promise<Error | null> = Promise.resolve(null);
-  private waiters: Array<{ seq: number; resolve: () => void; reject: (err: Error) => void }> = [];
+  private readonly waiters = new SeqWaiters();
   private failingSince = 0;
   private readonly onShardMalformed: ((err: KvIndexError, streamSeq?: number) => void) | null;
   private status: AsyncIterable<Status> | null = null;
@@ -282,25 +281,7 @@ export class KvEventSubscriber {
    * or when the subscriber closes first.
    */
   waitForSeq(seq: number, timeoutMs = 10_000): Promise<void> {
-    if (this.appliedSeq >= seq) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const t = setTimeout(() => {
-        this.waiters = this.waiters.filter((x) => x !== w);
-        reject(new Error(`stream sequence ${seq} not applied within ${timeoutMs} ms (applied: ${this.appliedSeq})`));
-      }, timeoutMs);
-      const w = {
-        seq,
-        resolve: (): void => {
-          clearTimeout(t);
-          resolve();
-        },
-        reject: (err: Error): void => {
-          clearTimeout(t);
-          reject(err);
-        },
-      };
-      this.waiters.push(w);
-    });
+    return this.waiters.wait(seq, () => this.appliedSeq, timeoutMs);
   }
 
   /**
@@ -313,21 +294,12 @@ export class KvEventSubscriber {
 
   /** Stops fetching after the current pull (its events applied and acked); `resume()` continues. */
   async pause(): Promise<void> {
-    if (this.resumeGate !== null || this.stopping) return;
-    this.resumeGate = new Promise((res) => {
-      this.resumeOpen = res;
-    });
-    this.pauseWanted = true;
-    await new Promise<void>((res) => {
-      this.pausedAck = res;
-    });
+    if (this.stopping) return;
+    await this.pauseGate.pause();
   }
 
   resume(): void {
-    this.pauseWanted = false;
-    this.resumeOpen?.();
-    this.resumeGate = null;
-    this.resumeOpen = null;
+    this.pauseGate.resume();
   }
 
   /** Resolves when the subscriber stops: null after `close()`, the error if the indexer failed. */
@@ -364,9 +336,7 @@ export class KvEventSubscriber {
     }
     if (this.onShardMalformed !== null) this.indexer.off('malformed', this.onShardMalformed);
     (this.status as { stop?: () => void } | null)?.stop?.();
-    const waiting = this.waiters;
-    this.waiters = [];
-    for (const w of waiting) w.reject(new Error(`subscriber closed before stream sequence ${w.seq} was applied (applied: ${this.appliedSeq})`));
+    this.waiters.rejectAll(this.appliedSeq);
     this.logger?.info({ ...this.stats(), failed: failure !== null }, 'unsubscribed from the KV event stream');
     if (this.ownsConnection) await this.nc.close().catch(() => undefined);
   }
@@ -390,15 +360,13 @@ export class KvEventSubscriber {
   private async loop(): Promise<Error | null> {
     let backoff = 100;
     while (!this.stopping) {
-      if (this.pauseWanted) {
+      if (this.pauseGate.wanted) {
         const failed = await this.settle().then(
           () => null,
           (err: unknown) => err,
         );
         if (failed !== null) return this.fail(failed);
-        this.pausedAck?.();
-        this.pausedAck = null;
-        await this.resumeGate;
+        await this.pauseGate.paused();
         continue;
       }
       try {
@@ -432,7 +400,7 @@ export class KvEventSubscriber {
     } catch (err) {
       return this.fail(err);
     }
-    this.pausedAck?.();
+    this.pauseGate.stopped();
     return null;
   }
 
@@ -441,7 +409,7 @@ export class KvEventSubscriber {
     this.stopping = true;
     this.readinessTracker.stop(this.appliedSeq);
     void this.snapshots.stop();
-    this.pausedAck?.();
+    this.pauseGate.stopped();
     return err instanceof Error ? err : new Error(String(err));
   }
 
@@ -497,11 +465,7 @@ export class KvEventSubscriber {
       this.appliedSeq = upTo;
       this.syncSnapshots();
       this.readinessTracker.update(upTo);
-      if (this.waiters.length > 0) {
-        const ready = this.waiters.filter((w) => w.seq <= upTo);
-        this.waiters = this.waiters.filter((w) => w.seq > upTo);
-        for (const w of ready) w.resolve();
-      }
+      this.waiters.release(upTo);
     });
     // Handled here so a failure is not reported as unhandled; settle() rethrows it.
     flushed.catch(() => undefined);
