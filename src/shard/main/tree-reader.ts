@@ -14,9 +14,11 @@ export class TreeReader {
   readonly header: Int32Array;
   private gen = -1;
   private readonly arrays: LookupArrays = emptyLookupArrays();
-  private readonly walker = new WalkScratch();
-
-  constructor(private readonly layout: SharedTreeLayout) {
+  /**
+   * @param walker scratch of the walk, shared by the readers of one indexer (they run one after
+   * the other on the calling thread, and `emit` copies a walk out before the next one).
+   */
+  constructor(private readonly layout: SharedTreeLayout, private readonly walker: WalkScratch) {
     this.header = new Int32Array(layout.header);
   }
 
