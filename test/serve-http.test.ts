@@ -1,7 +1,7 @@
 /**
  * `kvindex serve --http` as a process (the build in dist/, which `npm test` makes first):
- * listens on loopback, registers an engine, answers a query from its ZMQ events, stops on
- * SIGTERM with exit 0.
+ * listens on loopback, registers an engine, answers a query from its ZMQ events, serves its
+ * metrics and readiness with `--metrics`, stops on SIGTERM with exit 0.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -13,7 +13,7 @@ const MAIN = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
 
 describe.skipIf(!existsSync(MAIN) || !(await zmqAvailable()))('kvindex serve --http', () => {
   it('serves the standalone indexer API on 127.0.0.1 and exits 0 on SIGTERM', async () => {
-    const proc = spawn(process.execPath, [MAIN, 'serve', '--http', '0', '--token', 'tok'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const proc = spawn(process.execPath, [MAIN, 'serve', '--http', '0', '--token', 'tok', '--metrics', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     proc.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     const exited = new Promise<number | null>((r) => proc.on('exit', (code) => r(code)));
@@ -34,6 +34,14 @@ describe.skipIf(!existsSync(MAIN) || !(await zmqAvailable()))('kvindex serve --h
         text = await (await post('/query', '{"token_ids":[5,6,7,8,9],"model_name":"m"}', false)).text();
       }
       expect(text).toBe('{"scores":{"18446744073709551615":{"0":4}},"frequencies":[],"tree_sizes":{"18446744073709551615":{"0":2}}}');
+      // --metrics: its own loopback listener, named in the log.
+      const m = JSON.parse(stderr.split('\n').find((l) => l.includes('metricsUrl'))!) as { metricsUrl: string };
+      expect(m.metricsUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      const metrics = await (await fetch(`${m.metricsUrl}/metrics`)).text();
+      expect(metrics).toContain('kvindex_zmq_stored_blocks_total{instance_id="18446744073709551615",dp_rank="0",model="m",tenant="default"} 2');
+      expect(metrics).toMatch(/kvindex_http_query_ms_count\{route="\/query"\} [1-9]/);
+      expect(metrics).toContain('process_resident_memory_bytes');
+      expect((await fetch(`${m.metricsUrl}/ready`)).status).toBe(200);
     } finally {
       proc.kill('SIGTERM');
       pub.close();
@@ -45,5 +53,11 @@ describe.skipIf(!existsSync(MAIN) || !(await zmqAvailable()))('kvindex serve --h
     const r = spawnSync(process.execPath, [MAIN, 'serve', '--http', 'host:99999'], { encoding: 'utf8' });
     expect(r.status).toBe(2);
     expect(r.stderr).toContain('--http');
+  });
+
+  it('rejects a bad --metrics address with exit 2', () => {
+    const r = spawnSync(process.execPath, [MAIN, 'serve', '--http', '0', '--metrics', 'x:70000'], { encoding: 'utf8' });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('--metrics');
   });
 });

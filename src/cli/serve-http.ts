@@ -12,15 +12,20 @@ import Fastify, { type FastifyBaseLogger } from 'fastify';
 import { pino } from 'pino';
 import { EngineRegistry } from '../http/engine-registry.js';
 import { registerIndexerRoutes } from '../http/indexer-routes.js';
+import { parseListenAddress, startOpsServer, type OpsServer } from '../serve/ops-server.js';
+import { ZmqServeMetrics } from '../serve/zmq-metrics.js';
 
 export const HTTP_USAGE = `usage: kvindex serve --http <[host:]port> [options]
   standalone indexer: engine KV events over ZMQ (vLLM, SGLang), lookups over HTTP
-  (Dynamo's standalone indexer API: /register /unregister /workers /query /query_by_hash /dump /health)
+  (Dynamo's standalone indexer API: /register /unregister /workers /query /query_by_hash /dump /health,
+  and kvindex's /route /mark_prefill /free)
   --http <[host:]port>       listen address (host default 127.0.0.1: loopback only)
   --token <t>                bearer token required by /register and /unregister
                              (default: $KVINDEX_TOKEN; none: unguarded)
   --topic <prefix>           ZMQ topic filter of every listener (default: '', all topics)
   --replay-timeout <ms>      wait per replay message before a gap counts as unreplayable (default: 2000)
+  --metrics <host:port>      serve GET /metrics (Prometheus), /health and /ready on their own
+                             listener (host defaults to 127.0.0.1; port 0 picks one, logged)
   --log-level <level>        pino level: debug, info, warn, error (default: info)
   --help                     print this
 `;
@@ -34,6 +39,7 @@ interface HttpArgs {
   topic: string;
   replayTimeoutMs: number;
   logLevel: string;
+  metrics: { host: string; port: number } | null;
 }
 
 function parse(args: string[]): HttpArgs | 'help' {
@@ -47,6 +53,7 @@ function parse(args: string[]): HttpArgs | 'help' {
       topic: { type: 'string' },
       'replay-timeout': { type: 'string' },
       'log-level': { type: 'string' },
+      metrics: { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -60,6 +67,14 @@ function parse(args: string[]): HttpArgs | 'help' {
   if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'].includes(level)) {
     throw new UsageError(`--log-level: expected debug, info, warn or error, got '${level}'`);
   }
+  let metrics: HttpArgs['metrics'] = null;
+  if (values.metrics !== undefined) {
+    try {
+      metrics = parseListenAddress(values.metrics);
+    } catch (err) {
+      throw new UsageError(`--metrics: ${(err as Error).message}`);
+    }
+  }
   const token = values.token ?? process.env.KVINDEX_TOKEN ?? '';
   return {
     host: (m[1] ?? '127.0.0.1').replace(/^\[|\]$/g, ''),
@@ -68,6 +83,7 @@ function parse(args: string[]): HttpArgs | 'help' {
     topic: values.topic ?? '',
     replayTimeoutMs: Number(timeout),
     logLevel: level,
+    metrics,
   };
 }
 
@@ -86,12 +102,29 @@ export async function main(args: string[]): Promise<number> {
   const logger = pino({ name: 'kvindex', level: a.logLevel }, pino.destination({ fd: 2, sync: true }));
   const registry = new EngineRegistry({ logger, topic: a.topic, replayTimeoutMs: a.replayTimeoutMs });
   const app = Fastify({ loggerInstance: logger.child({ component: 'http' }) as FastifyBaseLogger, disableRequestLogging: true });
-  await registerIndexerRoutes(app, registry, { token: a.token });
+  const metrics = a.metrics === null ? null : new ZmqServeMetrics(registry);
+  await registerIndexerRoutes(app, registry, {
+    token: a.token,
+    ...(metrics === null ? {} : { onQuery: (route: string, ms: number) => metrics.observeQuery(route, ms) }),
+  });
+  let ops: OpsServer | null = null;
+  if (metrics !== null && a.metrics !== null) {
+    try {
+      ops = await startOpsServer(a.metrics, { metrics, readiness: () => metrics.readiness() }, logger);
+    } catch (err) {
+      logger.error({ err: (err as Error).message, address: a.metrics }, 'kvindex serve could not start its metrics server');
+      await registry.close();
+      return 1;
+    }
+    logger.info({ metricsUrl: ops.url }, 'metrics, health and readiness served over HTTP');
+  }
   let address: string;
   try {
     address = await app.listen({ host: a.host, port: a.port });
   } catch (err) {
     logger.error({ err: (err as Error).message }, 'kvindex serve could not listen');
+    await ops?.close();
+    await registry.close();
     return 1;
   }
   logger.info({ address, auth: a.token !== null, topic: a.topic }, 'kvindex serve ready');
@@ -106,6 +139,7 @@ export async function main(args: string[]): Promise<number> {
   });
   logger.info({ signal }, 'shutting down');
   await app.close();
+  await ops?.close();
   await registry.close();
   logger.info({ listeners: 0 }, 'kvindex serve stopped');
   return 0;

@@ -28,6 +28,8 @@ export interface IndexerRoutesOptions {
   token?: string | null;
   /** Largest request body in bytes (default 8 MiB, Dynamo's limit for /query). */
   bodyLimit?: number;
+  /** Told each answered lookup's handling time (parse, hash, look up, serialize), ms. */
+  onQuery?: (route: '/query' | '/query_by_hash', ms: number) => void;
 }
 
 const JSON_TYPE = 'application/json; charset=utf-8';
@@ -70,19 +72,26 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
 
     api.get('/workers', async (_req, reply) => reply.type(JSON_TYPE).send(workersJson(registry.listeners())));
 
+    const onQuery = options.onQuery ?? null;
     api.post('/query', async (req, reply) => {
+      const t0 = performance.now();
       const q = readQuery(plain(req.body));
       const entry = registry.index(q.modelName, q.tenantId);
       if (entry === undefined) throw new HttpRequestError(`no index for model '${q.modelName}' tenant '${q.tenantId}'`, 404);
       const hashes = computeBlockHashes(q.tokenIds, entry.index.blockSize, { loraName: q.loraName });
-      return reply.type(JSON_TYPE).send(scoresJson(entry.index.query(hashes), entry.index.blockSize));
+      const body = scoresJson(entry.index.query(hashes), entry.index.blockSize);
+      onQuery?.('/query', performance.now() - t0);
+      return reply.type(JSON_TYPE).send(body);
     });
 
     api.post('/query_by_hash', async (req, reply) => {
+      const t0 = performance.now();
       const q = readQueryByHash(lossless(req.body));
       const entry = registry.index(q.modelName, q.tenantId);
       if (entry === undefined) throw new HttpRequestError(`no index for model '${q.modelName}' tenant '${q.tenantId}'`, 404);
-      return reply.type(JSON_TYPE).send(scoresJson(entry.index.query(q.blockHashes), entry.index.blockSize));
+      const body = scoresJson(entry.index.query(q.blockHashes), entry.index.blockSize);
+      onQuery?.('/query_by_hash', performance.now() - t0);
+      return reply.type(JSON_TYPE).send(body);
     });
 
     api.post('/route', { onRequest: auth }, async (req, reply) => {

@@ -1,0 +1,126 @@
+/**
+ * The Prometheus metrics of `kvindex serve --http` (the standalone indexer: ZMQ engine events,
+ * HTTP lookups), served by `--metrics` with /health and /ready (ops-routes.ts). Read from the
+ * registry's listeners and indexes at scrape time, so the event path pays nothing for them;
+ * only the lookup histogram is observed per request.
+ *
+ * Per listener, labelled `instance_id` (u64 in decimal), `dp_rank`, `model`, `tenant`:
+ * - `kvindex_zmq_messages_total{outcome}`: received, bad_frame, bad_payload;
+ * - `kvindex_zmq_events_total{outcome}`: applied, bad_event, block_size_mismatch,
+ *   duplicate_hash, non_full_attention (skipped), lower_tier (applied to a lower tier);
+ * - `kvindex_zmq_apply_status_total{status}`: the tree's apply statuses of the applied events;
+ * - `kvindex_zmq_stored_blocks_total`;
+ * - `kvindex_zmq_gaps_total{outcome}`: detected, replayed, unreplayable;
+ *   `kvindex_zmq_replayed_batches_total`, `kvindex_zmq_engine_restarts_total`;
+ * - `kvindex_zmq_listener_up`: 1 while its receive loop runs, 0 once it failed.
+ * Per index (`model`, `tenant`): `kvindex_index_workers` (registered (instance, rank)s).
+ * Lookups: `kvindex_http_query_ms{route}` (/query, /query_by_hash), Dynamo's lookup buckets
+ * (0.01 ms x 3^k, 17 buckets). Process: prom-client's default metrics.
+ *
+ * Readiness: ready while every listener's receive loop runs. A failed listener (its socket
+ * closed under it) stops updating that engine's blocks: the replica says 503 naming it, so an
+ * operator or an orchestrator notices; lookups keep being answered meanwhile.
+ */
+
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, exponentialBuckets } from 'prom-client';
+import type { EngineRegistry, ListenerEntry } from '../http/engine-registry.js';
+import { SourceState } from '../zmq/source.js';
+import type { ZmqSourceStats } from '../zmq/source-stats.js';
+
+const LISTENER_LABELS = ['instance_id', 'dp_rank', 'model', 'tenant'] as const;
+type ListenerLabel = (typeof LISTENER_LABELS)[number];
+
+const labelsOf = (l: ListenerEntry): Record<ListenerLabel, string> => ({
+  instance_id: l.instanceId.toString(),
+  dp_rank: String(l.dpRank),
+  model: l.modelName,
+  tenant: l.tenantId,
+});
+
+export class ZmqServeMetrics {
+  readonly registry = new Registry();
+  private readonly queries: Histogram<'route'>;
+
+  constructor(private readonly engines: EngineRegistry, processMetrics = true) {
+    const reg = this.registry;
+    if (processMetrics) collectDefaultMetrics({ register: reg });
+
+    /** A counter per listener and outcome, set from the sources' counters at scrape time. */
+    const perListener = (name: string, help: string, extra: string | null, read: (s: ZmqSourceStats) => Array<[string | null, number]>): void => {
+      new Counter({
+        name,
+        help,
+        labelNames: extra === null ? LISTENER_LABELS : [...LISTENER_LABELS, extra],
+        registers: [reg],
+        collect: function (this: Counter<string>) {
+          this.reset();
+          for (const l of engines.listeners()) {
+            const base = labelsOf(l);
+            for (const [value, n] of read(l.source.stats())) this.inc(extra === null || value === null ? base : { ...base, [extra]: value }, n);
+          }
+        },
+      });
+    };
+    perListener('kvindex_zmq_messages_total', 'Engine messages received, and those dropped as malformed', 'outcome', (s) => [
+      ['received', s.messages], ['bad_frame', s.badFrames], ['bad_payload', s.badPayloads],
+    ]);
+    perListener('kvindex_zmq_events_total', 'Engine events, by outcome', 'outcome', (s) => [
+      ['applied', s.events], ['bad_event', s.badEvents], ['block_size_mismatch', s.blockSizeMismatch],
+      ['duplicate_hash', s.duplicateHash], ['non_full_attention', s.nonFullAttention], ['lower_tier', s.lowerTier],
+    ]);
+    perListener('kvindex_zmq_apply_status_total', 'Applied engine events, by the index\'s apply status', 'status', (s) =>
+      Object.entries(s.statuses).map(([status, n]): [string, number] => [status, n]));
+    perListener('kvindex_zmq_stored_blocks_total', 'Blocks of applied Stored events', null, (s) => [[null, s.storedBlocks]]);
+    perListener('kvindex_zmq_gaps_total', 'Sequence gaps of an engine, by outcome', 'outcome', (s) => [
+      ['detected', s.gaps], ['replayed', s.gapsReplayed], ['unreplayable', s.gapsUnreplayable],
+    ]);
+    perListener('kvindex_zmq_replayed_batches_total', 'Batches applied from engine replays', null, (s) => [[null, s.replayedBatches]]);
+    perListener('kvindex_zmq_engine_restarts_total', 'Engine restarts seen (sequence went backwards)', null, (s) => [[null, s.restarts]]);
+
+    new Gauge({
+      name: 'kvindex_zmq_listener_up',
+      help: '1 while the listener\'s receive loop runs, 0 once it failed',
+      labelNames: LISTENER_LABELS,
+      registers: [reg],
+      collect() {
+        this.reset();
+        for (const l of engines.listeners()) this.set(labelsOf(l), l.source.state === SourceState.Active ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'kvindex_index_workers',
+      help: 'Registered (instance, dp rank)s per index',
+      labelNames: ['model', 'tenant'] as const,
+      registers: [reg],
+      collect() {
+        this.reset();
+        for (const ix of engines.indexes()) this.set({ model: ix.modelName, tenant: ix.tenantId }, engines.candidates(ix.modelName, ix.tenantId).length);
+      },
+    });
+    this.queries = new Histogram({
+      name: 'kvindex_http_query_ms',
+      help: 'Time to answer a lookup over HTTP (parse, hash, look up, serialize), ms',
+      labelNames: ['route'] as const,
+      buckets: exponentialBuckets(0.01, 3, 17),
+      registers: [reg],
+    });
+  }
+
+  /** Records one lookup's duration (the routes' `onQuery`). */
+  observeQuery(route: string, ms: number): void {
+    this.queries.observe({ route }, ms);
+  }
+
+  /** Ready while every listener's receive loop runs; else the failed ones, named. */
+  readiness(): { ready: boolean; reason: string; lag: number } {
+    const failed = this.engines.listeners().filter((l) => l.source.state === SourceState.Failed);
+    if (failed.length === 0) return { ready: true, reason: '', lag: 0 };
+    const names = failed.map((l) => `${l.instanceId.toString()}/${l.dpRank} (${l.endpoint})`).join(', ');
+    return { ready: false, reason: `listener failed: ${names}`, lag: 0 };
+  }
+
+  /** The Prometheus text exposition and its content type. */
+  async scrape(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}
