@@ -1,6 +1,7 @@
 /**
  * NATS security against real nats-server processes: user/password (as options and inside the
- * URL), a token, TLS with a client certificate (certificates made by openssl in the test).
+ * URL), a token, an NKey, a `.creds` file against a server in operator mode (JWTs signed in the
+ * test), TLS with a client certificate (certificates made by openssl in the test).
  * Refused credentials are `KVX_NATS_AUTH_FAILED` at once (not retried for the whole budget and
  * called unreachable), and no password or token ever appears in a log line or an error message.
  */
@@ -20,6 +21,7 @@ import type { RouterEvent } from '../src/protocol/types.js';
 import { captureLog } from './support/log-capture.js';
 import { NATS_SKIP_MESSAGE, NatsServer, natsServerInstalled } from './support/nats-server.js';
 import { makeTestCerts, opensslInstalled, type TestCerts } from './support/tls-certs.js';
+import { operatorSetup } from './support/nats-jwt.js';
 
 const installed = natsServerInstalled();
 if (!installed) console.warn(NATS_SKIP_MESSAGE);
@@ -206,5 +208,55 @@ describe.skipIf(!installed || !opensslInstalled())('NATS with TLS and a client c
   it('does not connect without TLS options to a server that requires TLS', async () => {
     const r = await codeOf(connectNats({ servers: server.url, connectTimeoutMs: 60_000 }));
     expect([NatsErrorCode.TlsFailed, NatsErrorCode.AuthFailed]).toContain(r.code);
+  });
+});
+
+describe.skipIf(!installed)('NATS in operator mode with a .creds file (user JWT + NKey seed)', () => {
+  let server: NatsServer;
+  let dir: string;
+  let seed: string;
+  let strangerSeed: string;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'kvindex-creds-'));
+    const setup = operatorSetup();
+    writeFileSync(join(dir, 'server.conf'), setup.serverConf);
+    const user = setup.userCreds();
+    seed = user.seed;
+    writeFileSync(join(dir, 'kv.creds'), user.creds);
+    const stranger = setup.strangerCreds();
+    strangerSeed = stranger.seed;
+    writeFileSync(join(dir, 'stranger.creds'), stranger.creds);
+    server = await NatsServer.start(['-c', join(dir, 'server.conf')]);
+  });
+  afterAll(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('consumes with the creds file (JetStream in the JWT account), and never logs the seed', async () => {
+    const log = captureLog('trace');
+    const auth = { credsFile: join(dir, 'kv.creds') };
+    const pub = await KvEventPublisher.connect({ namespace: 'creds', component: 'up', servers: server.url, auth });
+    const ix = await ShardedIndexer.create({ shards: 0, blockSize: 4 });
+    const sub = await KvEventSubscriber.start({ indexer: ix, namespace: 'creds', component: 'up', servers: server.url, auth, logger: log.logger });
+    try {
+      const { lastSeq } = await pub.publishAll([stored(1, 21n), stored(2, 22n)]);
+      await sub.waitForSeq(lastSeq, 30_000);
+      expect((await ix.findMatches([21n])).scores.get(7n)).toBe(1);
+    } finally {
+      await sub.close();
+      await pub.close();
+      await ix.close();
+    }
+    expect(log.lines().some((l) => l.includes('creds'))).toBe(true);
+    for (const line of log.lines()) expect(line).not.toContain(seed);
+  });
+
+  it('refuses a user of an account the operator never signed, as an authorization failure without the seed', async () => {
+    const log = captureLog('trace');
+    const r = await codeOf(connectNats({ servers: server.url, auth: { credsFile: join(dir, 'stranger.creds') }, connectTimeoutMs: 60_000, logger: log.logger }));
+    expect(r.code).toBe(NatsErrorCode.AuthFailed);
+    expect(r.message).toContain('method: creds');
+    for (const line of [...log.lines(), r.message]) expect(line).not.toContain(strangerSeed);
   });
 });
