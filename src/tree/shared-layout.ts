@@ -30,6 +30,8 @@ export const H = {
   SLOTS: 8,
   /** Threads asleep waiting on `APPLIED`: the shard notifies only if there are any. */
   APPLIED_WAITERS: 9,
+  /** Never notified: a writer's timed step off the CPU waits on it (tree-lock.ts). */
+  HANDOFF: 10,
 } as const;
 
 export const HEADER_WORDS = 16;

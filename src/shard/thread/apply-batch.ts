@@ -9,7 +9,7 @@ import type { ApplyStatus } from '../../protocol/types.js';
 import { u64FromHalves } from '../../protocol/u64-text.js';
 import type { RadixTree } from '../../tree/radix-tree.js';
 import { REC_CLEARED, REC_JSON, REC_REMOVED, REC_REMOVE_WORKER, REC_STORED, type StatusCounts } from '../wire/event-batch.js';
-import { hasWaiter, lockTree, unlockTree } from '../wire/tree-lock.js';
+import { hasWaiter, lockTree, unlockTreeHandoff } from '../wire/tree-lock.js';
 
 /**
  * Blocks a write section applies between two looks for a queued reader (hasWaiter), in events
@@ -76,7 +76,7 @@ export function applyInSections(
       tree.commitEdges();
       i = applyBatch(tree, words, counts, i, stop, header);
     } finally {
-      unlockTree(header);
+      unlockTreeHandoff(header);
     }
   }
   return i;
@@ -104,7 +104,7 @@ function storeInRanges(tree: RadixTree, words: Uint32Array, i: number, counts: S
         } while (from < limit && !hasWaiter(header));
         if (from >= n) tree.enforceBudget(); // the pair budget, once the event is whole
       } finally {
-        unlockTree(header);
+        unlockTreeHandoff(header);
       }
     }
   }
@@ -129,7 +129,7 @@ function removeInRanges(tree: RadixTree, words: Uint32Array, i: number, counts: 
         from = to;
       } while (from < limit && !hasWaiter(header));
     } finally {
-      unlockTree(header);
+      unlockTreeHandoff(header);
     }
   }
   counts[missing > 0 ? 'block_not_found' : 'ok']++;
