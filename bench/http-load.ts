@@ -75,7 +75,7 @@ class Conn {
   private onData(d: Buffer): void {
     this.chunks.push(d);
     this.have += d.length;
-    let all = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
+    const all = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
     if (this.need < 0) {
       const end = all.indexOf(HEADER_END);
       if (end < 0) return;
@@ -87,8 +87,8 @@ class Conn {
       this.chunks = [all];
       return;
     }
+    // Nothing follows the answer: one request in flight per socket.
     const ok = all.subarray(9, 12).toString('latin1') === '200';
-    all = all.subarray(this.need); // nothing follows: one request in flight per socket
     this.chunks = [];
     this.have = 0;
     this.need = -1;

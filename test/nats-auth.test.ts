@@ -11,6 +11,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { nkeys, type NatsConnection } from 'nats';
+import type { Logger } from 'pino';
 import { connectNats } from '../src/nats/connect.js';
 import { redactUrl, resolveAuth, scrub } from '../src/nats/auth.js';
 import { NatsErrorCode } from '../src/nats/errors.js';
@@ -31,6 +32,30 @@ const TOKEN = 'tok-8GfX-never-logged';
 
 function stored(id: number, hash: bigint): RouterEvent {
   return { workerId: 7n, event: { eventId: BigInt(id), data: { type: 'stored', parentHash: null, blocks: [{ blockHash: hash, tokensHash: hash }] } } };
+}
+
+type NatsAuth = NonNullable<Parameters<typeof KvEventPublisher.connect>[0]['auth']>;
+
+/**
+ * Publishes `events` as one client and consumes them as another, each with its own servers and
+ * credentials; returns worker 7's score on `probe` once the subscriber applied them all.
+ */
+async function roundTrip(
+  namespace: string, events: RouterEvent[], probe: bigint,
+  pubSide: { servers: string; auth?: NatsAuth }, subSide: { servers: string; auth?: NatsAuth; logger?: Logger },
+): Promise<number | undefined> {
+  const pub = await KvEventPublisher.connect({ namespace, component: 'up', ...pubSide });
+  const ix = await ShardedIndexer.create({ shards: 0, blockSize: 4 });
+  const sub = await KvEventSubscriber.start({ indexer: ix, namespace, component: 'up', ...subSide });
+  try {
+    const { lastSeq } = await pub.publishAll(events);
+    await sub.waitForSeq(lastSeq, 30_000);
+    return (await ix.findMatches([probe])).scores.get(7n);
+  } finally {
+    await sub.close();
+    await pub.close();
+    await ix.close();
+  }
 }
 
 async function codeOf(p: Promise<unknown>): Promise<{ code: unknown; message: string }> {
@@ -82,18 +107,9 @@ describe.skipIf(!installed)('NATS with user and password', () => {
   it('consumes with the credentials given in the URL, and never logs the password', async () => {
     const log = captureLog('trace');
     const url = `nats://kvrouter:${PASSWORD}@127.0.0.1:${server.port}`;
-    const pub = await KvEventPublisher.connect({ namespace: 'auth', component: 'up', servers: server.url, auth: { user: 'kvrouter', pass: PASSWORD } });
-    const ix = await ShardedIndexer.create({ shards: 0, blockSize: 4 });
-    const sub = await KvEventSubscriber.start({ indexer: ix, namespace: 'auth', component: 'up', servers: url, logger: log.logger });
-    try {
-      const { lastSeq } = await pub.publishAll([stored(1, 11n), stored(2, 12n)]);
-      await sub.waitForSeq(lastSeq, 30_000);
-      expect((await ix.findMatches([11n])).scores.get(7n)).toBe(1);
-    } finally {
-      await sub.close();
-      await pub.close();
-      await ix.close();
-    }
+    const score = await roundTrip('auth', [stored(1, 11n), stored(2, 12n)], 11n,
+      { servers: server.url, auth: { user: 'kvrouter', pass: PASSWORD } }, { servers: url, logger: log.logger });
+    expect(score).toBe(1);
     expect(log.lines().length).toBeGreaterThan(0);
     for (const line of log.lines()) expect(line).not.toContain(PASSWORD);
   });
@@ -184,18 +200,8 @@ describe.skipIf(!installed || !opensslInstalled())('NATS with TLS and a client c
 
   it('connects with the CA and a client certificate and consumes', async () => {
     const tls = { caFile: certs.caFile, certFile: certs.clientCert, keyFile: certs.clientKey };
-    const pub = await KvEventPublisher.connect({ namespace: 'tls', component: 'up', servers: server.url, auth: { tls } });
-    const ix = await ShardedIndexer.create({ shards: 0, blockSize: 4 });
-    const sub = await KvEventSubscriber.start({ indexer: ix, namespace: 'tls', component: 'up', servers: server.url, auth: { tls } });
-    try {
-      const { lastSeq } = await pub.publishAll([stored(1, 21n)]);
-      await sub.waitForSeq(lastSeq, 30_000);
-      expect((await ix.findMatches([21n])).scores.get(7n)).toBe(1);
-    } finally {
-      await sub.close();
-      await pub.close();
-      await ix.close();
-    }
+    const score = await roundTrip('tls', [stored(1, 21n)], 21n, { servers: server.url, auth: { tls } }, { servers: server.url, auth: { tls } });
+    expect(score).toBe(1);
   });
 
   it('fails with KVX_NATS_TLS_FAILED when the server certificate is not trusted', async () => {
@@ -236,18 +242,8 @@ describe.skipIf(!installed)('NATS in operator mode with a .creds file (user JWT 
   it('consumes with the creds file (JetStream in the JWT account), and never logs the seed', async () => {
     const log = captureLog('trace');
     const auth = { credsFile: join(dir, 'kv.creds') };
-    const pub = await KvEventPublisher.connect({ namespace: 'creds', component: 'up', servers: server.url, auth });
-    const ix = await ShardedIndexer.create({ shards: 0, blockSize: 4 });
-    const sub = await KvEventSubscriber.start({ indexer: ix, namespace: 'creds', component: 'up', servers: server.url, auth, logger: log.logger });
-    try {
-      const { lastSeq } = await pub.publishAll([stored(1, 21n), stored(2, 22n)]);
-      await sub.waitForSeq(lastSeq, 30_000);
-      expect((await ix.findMatches([21n])).scores.get(7n)).toBe(1);
-    } finally {
-      await sub.close();
-      await pub.close();
-      await ix.close();
-    }
+    const score = await roundTrip('creds', [stored(1, 21n), stored(2, 22n)], 21n, { servers: server.url, auth }, { servers: server.url, auth, logger: log.logger });
+    expect(score).toBe(1);
     expect(log.lines().some((l) => l.includes('creds'))).toBe(true);
     for (const line of log.lines()) expect(line).not.toContain(seed);
   });
