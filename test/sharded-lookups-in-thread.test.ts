@@ -130,6 +130,38 @@ describe('lookups on the calling thread', () => {
     }
   });
 
+  it.each([1, 2])('never see part of the new blocks of a Stored event, only all of them (shards: %i)', async (shards) => {
+    // Shards store a Stored event's new blocks outside the readers' lock and link them in one
+    // step (apply-batch.ts): a lookup sees the worker on the blocks already in the tree (one
+    // step each), then on all of the event's blocks at once, never on part of the new chain.
+    // With 2 shards the two workers live in different trees, so all 300 blocks are new there.
+    const ix = await tiny(shards, { readYourWrites: false });
+    const result = createMatchResult();
+    const other = W + 1n;
+    ix.applyEvent(chain(other, 40, 2n)); // the first 40 blocks exist before each round
+    const w1 = W.toString();
+    const existing = shards === 1 ? 40 : 0;
+    const score = (): number => resultScores(result, ix.findMatchesInto(toks(300), result)).find(([id]) => id === w1)?.[1] ?? 0;
+    let between = 0;
+    let seenBefore = 0;
+    for (let round = 0; round < 30; round++) {
+      ix.applyEvent(chain(W, 300, 10n + BigInt(round)));
+      await Promise.resolve(); // the batch goes out at the end of this task's microtasks
+      const deadline = performance.now() + 10_000;
+      for (let s = score(); s !== 300; s = score()) {
+        if (s > existing) between++;
+        else seenBefore++;
+        if (performance.now() > deadline) throw new Error(`round ${round}: the event never became visible (score ${s})`);
+      }
+      ix.applyEvent({ workerId: W, event: { eventId: 0n, data: { type: 'cleared' } } });
+      await ix.flush();
+      expect(score()).toBe(0);
+    }
+    expect(between).toBe(0);
+    // The lookups did run while events were pending (so the check above could have failed).
+    expect(seenBefore).toBeGreaterThan(0);
+  });
+
   it('answer from the latest applied state without waiting when readYourWrites is false', async () => {
     const ix = await tiny(2, { readYourWrites: false });
     ix.applyEvent(chain(W, 4, 1n));

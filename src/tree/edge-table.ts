@@ -93,9 +93,10 @@ export class EdgeTable {
    * Makes room for `extra` more edges without rebuilding inside a write section: a shared
    * table too small for them is rebuilt now, in its inactive buffer, and switched to by the
    * next `commit`. The caller must not change the edges between the two. No-op otherwise.
+   * Returns whether it built one.
    */
-  reserve(extra: number): void {
-    if (this.buffers === null || !this.tooSmall(this.count + extra)) return;
+  reserve(extra: number): boolean {
+    if (this.buffers === null || !this.tooSmall(this.count + extra)) return false;
     let cap = this.slots.length * 2;
     while ((this.count + extra) * 4 > cap * 3) cap *= 2;
     const sab = this.buffers[1 - this.active]!;
@@ -104,6 +105,7 @@ export class EdgeTable {
     next.fill(0);
     this.rehashInto(next);
     this.built = next;
+    return true;
   }
 
   /** Switches to a table `reserve` built (call under the readers' lock). */

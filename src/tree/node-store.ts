@@ -150,6 +150,16 @@ export class NodeStore {
 
   /** A fresh node under `parent` keyed by the tokens hash; linked as its parent's first child. */
   allocNode(parent: NodeId, lo: number, hi: number, worker: WorkerSlot, hLo: number, hHi: number): NodeId {
+    const id = this.allocUnlinked(parent, lo, hi, worker, hLo, hHi);
+    this.link(id);
+    return id;
+  }
+
+  /**
+   * A fresh node with its fields set but not yet in its parent's child list (`link` puts it
+   * there): unreachable from the root until then, so a shard writes it outside the readers' lock.
+   */
+  allocUnlinked(parent: NodeId, lo: number, hi: number, worker: WorkerSlot, hLo: number, hHi: number): NodeId {
     let id = this.freeNode;
     if (id !== NONE) {
       this.freeNode = this.parent[id]!;
@@ -165,12 +175,17 @@ export class NodeStore {
     this.w0[id] = worker;
     this.h0Lo[id] = hLo;
     this.h0Hi[id] = hHi;
+    return id as NodeId;
+  }
+
+  /** Links a node `allocUnlinked` made as its parent's first child. */
+  link(id: NodeId): void {
+    const parent = this.parent[id]!;
     const head = this.firstChild[parent]!;
     this.nextSib[id] = head;
     this.prevSib[id] = NONE;
     if (head !== NONE) this.prevSib[head] = id;
     this.firstChild[parent] = id;
-    return id as NodeId;
   }
 
   /** Unlinks a node from its parent's child list (the edge table is the caller's business). */

@@ -21,20 +21,20 @@ import type {
   RouterEvent,
   SnapshotEncoding,
 } from '../protocol/types.js';
-import { ErrorCode, KvIndexError } from '../errors.js';
 import { LOCAL_STORE, SharedStore, type ArrayStore } from './array-store.js';
 import { dumpTree, EventCollector, type DumpSink } from './dump.js';
 import { EdgeTable } from './edge-table.js';
-import { LeafHeap } from './leaf-heap.js';
 import { MatchResult } from './match-result.js';
 import { NodeStore, NONE, ROOT, type NodeId, type PairRef, type WorkerSlot } from './node-store.js';
-import { createRecency, type Recency } from './recency.js';
+import { PairBudget } from './pair-budget.js';
+import type { Recency } from './recency.js';
 import { ScratchSet } from './scratch-set.js';
 import { U64Scratch } from './u64-scratch.js';
 import { createUseTracker, type UseTracker } from './use-tracker.js';
 import { H, HEADER_WORDS, type SharedTreeLayout } from './shared-layout.js';
 import { WalkScratch, emptyLookupArrays, type LookupArrays } from './walk.js';
 import { WorkerTable } from './worker-table.js';
+import { walkWithTrail, type TrailTree } from './trail-walk.js';
 
 export interface RadixTreeOptions {
   /** Window for the `frequencies` trail of `findMatches`, in the unit of `now` (ms). */
@@ -62,10 +62,12 @@ const OK: ApplyStatus = 'ok';
 const PARENT_NOT_FOUND: ApplyStatus = 'parent_block_not_found';
 const BLOCK_NOT_FOUND: ApplyStatus = 'block_not_found';
 const INVALID: ApplyStatus = 'invalid_block_sequence';
+/** A resolved Removed hash the worker does not hold: pair ref 0 would be the root's, which holds none. */
+const NOT_HELD = 0;
 
 
 export class RadixTree {
-  /** @internal */ readonly nodes = new NodeStore();
+  /** @internal */ readonly nodes: NodeStore;
   /** @internal */ readonly edges: EdgeTable;
   private readonly slotOf = new Map<bigint, WorkerSlot>();
   /** @internal slot -> worker id, or null for a free slot. */ readonly slotIds: (bigint | null)[] = [];
@@ -86,8 +88,19 @@ export class RadixTree {
 
   // Scratch, reused across calls.
   private path = new Int32Array(256);
-  /** Where the next `storeRange` continues (the node of the last block stored). */
+  /** Where the event `checkStored` accepted starts (its parent's node, or the root). */
   private storeAt = 0;
+  /**
+   * The Removed event between `resolveRemoved` and `dropResolved`: each hash's pair (NOT_HELD
+   * for none), the worker's slot, the hashes; and whether a drop since detached a subtree.
+   */
+  private resolved = new Int32Array(64);
+  private resolvedSlot = 0;
+  private resolvedWords: Uint32Array = new Uint32Array(0);
+  private resolvedOff = 0;
+  private subtreeDetached = false;
+  /** The event between `prepareStore` and `commitStore`: worker slot, blocks, existing prefix. */
+  private readonly pending: { slot: number; words: Uint32Array; off: number; existing: number } = { slot: 0, words: new Uint32Array(0), off: 0, existing: 0 };
   private readonly scratch = new U64Scratch();
   private scoreBySlot = new Int32Array(16);
   private readonly walker = new WalkScratch();
@@ -97,12 +110,9 @@ export class RadixTree {
 
   /** Frequency trail of lookups (Dynamo's `recent_uses`); a no-op unless `expirationMs`. */
   private readonly uses: UseTracker;
-  /** The pair budget (Infinity: none), its low-water mark, and the stores' recency. */
-  private readonly maxPairs: number;
-  private readonly lowWater: number;
+  /** The pair budget (`maxPairs`) and the stores' recency it evicts by. */
+  private readonly budget: PairBudget;
   private readonly recency: Recency;
-  private evictedPairs = 0;
-  private leafHeap: LeafHeap | null = null;
 
   constructor(options: RadixTreeOptions = {}) {
     const capacity = options.initialCapacity ?? 1024;
@@ -123,17 +133,9 @@ export class RadixTree {
       this.edges = new EdgeTable(this.nodes, capacity);
     }
     this.uses = createUseTracker(options.expirationMs, options.now);
-    const max = options.maxPairs;
-    if (max !== undefined && !(Number.isSafeInteger(max) && max >= 1)) {
-      throw new KvIndexError(ErrorCode.InvalidOption, `maxPairs: expected a positive integer, got ${String(max)}`);
-    }
-    const ratio = options.lowWaterRatio ?? 0.9;
-    if (!(typeof ratio === 'number' && ratio > 0 && ratio <= 1)) {
-      throw new KvIndexError(ErrorCode.InvalidOption, `lowWaterRatio: expected a number in (0, 1], got ${String(ratio)}`);
-    }
-    this.maxPairs = max ?? Infinity;
-    this.lowWater = max === undefined ? Infinity : Math.floor(max * ratio);
-    this.recency = createRecency(max !== undefined);
+    this.trailTree = { nodes: this.nodes, uses: this.uses, slotIds: this.slotIds, childOf: (cur, lo, hi) => this.childOf(cur, lo, hi) };
+    this.budget = new PairBudget(options.maxPairs, options.lowWaterRatio);
+    this.recency = this.budget.recency;
     this.findWords = options.expirationMs === undefined ? this.findWordsActive.bind(this) : this.findWordsTrail.bind(this);
   }
 
@@ -158,14 +160,14 @@ export class RadixTree {
   /**
    * @internal Makes room for `blocks` more stored blocks before a write section: arrays grow
    * and a shared edge table is rebuilt here, outside the readers' lock; `commitEdges` switches
-   * to the rebuilt table inside it.
+   * to the rebuilt table inside it. Returns whether a rebuilt table waits for that switch.
    */
-  reserve(blocks: number): void {
+  reserve(blocks: number): boolean {
     this.nodes.reserve(blocks, blocks);
-    this.edges.reserve(blocks);
+    return this.edges.reserve(blocks);
   }
 
-  /** @internal See `reserveEdges`. */
+  /** @internal Switches to the edge table `reserve` rebuilt (under the readers' lock). */
   commitEdges(): void {
     this.edges.commit();
   }
@@ -177,7 +179,7 @@ export class RadixTree {
 
   /** Pairs evicted by the `maxPairs` budget since construction. */
   get evicted(): number {
-    return this.evictedPairs;
+    return this.budget.evicted;
   }
 
   /** Live nodes, the root included. */
@@ -225,7 +227,7 @@ export class RadixTree {
   ): ApplyStatus {
     const status = this.checkStored(workerId, hasParent, parentLo, parentHi, words, off, n);
     if (status === null) {
-      this.storeRange(workerId, words, off, 0, n);
+      this.commitStore(0, this.prepareStore(workerId, words, off, n));
       this.enforceBudget();
     }
     return status ?? OK;
@@ -278,69 +280,79 @@ export class RadixTree {
   }
 
   /**
-   * @internal Phase 2 of Stored: applies blocks [from, to) of the event `checkStored` accepted
-   * last, continuing where the previous range ended.
+   * @internal Phase 2 of Stored, the part readers cannot see, so a shard runs it outside the
+   * readers' lock (this thread is the tree's only writer): allocates the event's new nodes, each
+   * linked below the one before except the first, with their edges, and records every block in
+   * the worker's lookup and the recency. `commitStore` then publishes it in `units` steps: one per
+   * block already in the tree (the worker joins that node), then one that links the first new
+   * node, making the whole new chain visible at once. New blocks were 95 % of the blocks stored
+   * in the offered-load sweep, and stores about half of the time a shard held the lock.
+   * Returns the number of units.
    */
-  storeRange(workerId: bigint, words: Uint32Array, off: number, from: number, to: number): void {
+  prepareStore(workerId: bigint, words: Uint32Array, off: number, n: number): number {
     const nodes = this.nodes;
     const slot = this.slotOf.get(workerId) ?? this.addWorker(workerId);
     const table = this.tables[slot]!;
     const path = this.path;
-    let cur = this.storeAt;
-    for (let i = from; i < to; i++) {
+    let m = 0;
+    while (m < n && path[m]! >= 0) m++;
+    let cur = m === 0 ? this.storeAt : path[m - 1]!;
+    for (let i = m; i < n; i++) {
       const k = off + 4 * i;
-      const bLo = words[k]! | 0;
-      const bHi = words[k + 1]! | 0;
-      let child = path[i]!;
-      if (child < 0) {
-        child = nodes.allocNode(cur as NodeId, words[k + 2]! | 0, words[k + 3]! | 0, slot, bLo, bHi);
-        this.edges.insert(child as NodeId);
-        table.insert(child as PairRef);
-        this.pairs++;
-      } else {
-        this.addPair(child as NodeId, slot, table, bLo, bHi);
+      const child = nodes.allocUnlinked(cur as NodeId, words[k + 2]! | 0, words[k + 3]! | 0, slot, words[k]! | 0, words[k + 1]! | 0);
+      if (i > m) {
+        nodes.link(child);
+        this.edges.insert(child);
       }
-      this.recency.touch(child);
+      table.insert(child as number as PairRef);
+      this.pairs++;
+      path[i] = child;
       cur = child;
     }
-    this.storeAt = cur;
+    for (let i = 0; i < n; i++) this.recency.touch(path[i]!);
+    this.pending.slot = slot;
+    this.pending.words = words;
+    this.pending.off = off;
+    this.pending.existing = m;
+    return m < n ? m + 1 : m;
+  }
+
+  /**
+   * @internal Publishes units [from, to) of the event `prepareStore` prepared last (a shard
+   * does it under the readers' lock): puts the worker on the nodes the event found in the tree,
+   * then links the first new node. Every prefix of the units is a valid state for readers: the
+   * worker holds a prefix of the event's blocks.
+   */
+  commitStore(from: number, to: number): void {
+    const p = this.pending;
+    const table = this.tables[p.slot]!;
+    const path = this.path;
+    for (let u = from; u < to; u++) {
+      const node = path[u]! as NodeId;
+      if (u < p.existing) {
+        const k = p.off + 4 * u;
+        this.addPair(node, p.slot as WorkerSlot, table, p.words[k]! | 0, p.words[k + 1]! | 0);
+      } else {
+        this.nodes.link(node);
+        this.edges.insert(node);
+      }
+    }
   }
 
   /**
    * @internal Evicts down to the low-water mark if a Stored event took the tree over its
-   * `maxPairs`: the least recently stored leaf first (a leaf's parent becomes a candidate when
-   * it turns into a leaf), every worker's pair on it dropped as if the worker removed the block.
-   * `applyStored` calls it; a shard storing a large event in ranges calls it after the last.
-   * A scan of the nodes builds the heap, O(nodes), once per eviction; an eviction frees
-   * `1 - lowWaterRatio` of the budget, so that is O(1 / (1 - ratio)) per stored pair.
-   * Measured (640k blocks stored as 20k events of 32 blocks by 8 workers, second of two runs):
-   * 352 ns per block without a budget, 331 with `maxPairs` 100k (370k evictions), 323 with 20k
-   * (538k): the scans cost less than the growth they avoid.
+   * `maxPairs` (pair-budget.ts). `applyStored` calls it; a shard storing an event in steps
+   * calls it after the last.
    */
   enforceBudget(): void {
-    if (this.pairs <= this.maxPairs) return;
+    if (this.pairs <= this.budget.max) return;
     const nodes = this.nodes;
-    const heap = (this.leafHeap ??= new LeafHeap(1024));
-    heap.clear();
-    for (let id = 1; id < nodes.nodeTop; id++) {
-      if (nodes.w0[id] !== NONE && nodes.firstChild[id] === NONE) heap.push(this.recency.stamp(id), id);
-    }
-    while (this.pairs > this.lowWater && heap.size > 0) {
-      const id = heap.topSlot() as NodeId;
-      heap.pop();
-      const parent = nodes.parent[id]!;
-      // Drop one pair at a time: dropping from a list of two turns the survivor inline.
-      while (nodes.w0[id] !== NONE) {
-        const w = nodes.w0[id]!;
-        const h = nodes.head(id);
-        if (w >= 0) this.dropPair(id as number as PairRef, this.tables[w]!);
-        else this.dropPair(~h as PairRef, this.tables[nodes.pWorker[h]!]!);
-        this.evictedPairs++;
-      }
-      if (parent !== ROOT && nodes.w0[parent] !== NONE && nodes.firstChild[parent] === NONE) {
-        heap.push(this.recency.stamp(parent), parent);
-      }
-    }
+    this.budget.enforce(nodes, () => this.pairs, (id) => {
+      const w = nodes.w0[id]!;
+      const h = nodes.head(id);
+      if (w >= 0) this.dropPair(id as PairRef, this.tables[w]!);
+      else this.dropPair(~h as PairRef, this.tables[nodes.pWorker[h]!]!);
+    });
   }
 
   /** Removed, on raw words: `n` hashes at `words[off + 2i ..]` as (lo, hi). */
@@ -350,16 +362,55 @@ export class RadixTree {
 
   /**
    * @internal Removes hashes [from, to) of a Removed event (`words[off + 2i ..]`); returns how
-   * many the worker did not hold (a shard removes a large event in ranges, one write section
-   * each).
+   * many the worker did not hold.
    */
   removeRange(workerId: bigint, words: Uint32Array, off: number, from: number, to: number): number {
+    const n = this.resolveRemoved(workerId, words, off, from, to);
+    return n < 0 ? to - from : this.dropResolved(0, n);
+  }
+
+  /**
+   * @internal Phase 1 of Removed, which only reads (a shard runs it outside the readers' lock):
+   * finds the worker's pair of each hash [from, to), for `dropResolved`. Returns how many it
+   * resolved, or -1 for a worker the tree does not know (then it holds none of them). The
+   * lookups of the worker's table were ~25 % of the time a shard spent removing.
+   */
+  resolveRemoved(workerId: bigint, words: Uint32Array, off: number, from: number, to: number): number {
     const slot = this.slotOf.get(workerId);
-    if (slot === undefined) return to - from;
+    if (slot === undefined) return -1;
     const table = this.tables[slot]!;
+    const n = to - from;
+    if (this.resolved.length < n) this.resolved = new Int32Array(Math.max(n, this.resolved.length * 2));
+    const out = this.resolved;
+    for (let i = 0; i < n; i++) {
+      const k = off + 2 * (from + i);
+      out[i] = table.find(words[k]! | 0, words[k + 1]! | 0) ?? NOT_HELD;
+    }
+    this.resolvedSlot = slot;
+    this.subtreeDetached = false;
+    this.resolvedWords = words;
+    this.resolvedOff = off + 2 * from;
+    return n;
+  }
+
+  /**
+   * @internal Phase 2 of Removed (under the readers' lock): drops the pairs `resolveRemoved`
+   * found for its hashes [from, to) (counted from its `from`); returns how many the worker did
+   * not hold. A drop that detaches a subtree may take later pairs of the event with it: after
+   * one, each hash is looked up again, as without phase 1.
+   */
+  dropResolved(from: number, to: number): number {
+    const table = this.tables[this.resolvedSlot]!;
+    const words = this.resolvedWords;
     let missing = 0;
     for (let i = from; i < to; i++) {
-      const ref = table.find(words[off + 2 * i]! | 0, words[off + 2 * i + 1]! | 0);
+      let ref: PairRef | null = this.resolved[i]! as PairRef;
+      if (this.subtreeDetached) {
+        const k = this.resolvedOff + 2 * i;
+        ref = table.find(words[k]! | 0, words[k + 1]! | 0);
+      } else if (ref === NOT_HELD) {
+        ref = null;
+      }
       if (ref === null) missing++;
       else this.dropPair(ref, table);
     }
@@ -413,50 +464,13 @@ export class RadixTree {
     return { scores, frequencies: [] };
   }
 
-  /** The per-node walk, recording the frequency trail. */
+  /** The per-node walk, recording the frequency trail (trail-walk.ts). */
   private findWordsTrail(words: Uint32Array, off: number, n: number, earlyExit: boolean): OverlapScores {
-    const nodes = this.nodes;
-    const w0 = nodes.w0;
-    const pWorker = nodes.pWorker;
-    const pNext = nodes.pNext;
-    const score = this.scoreBySlot;
-    const touched = this.touched;
-    const frequencies: number[] = [];
-    const uses = this.uses;
-    const t = uses.now();
-    let cur: number = ROOT;
-    for (let i = 0; i < n; i++) {
-      const lo = words[off + 2 * i]!;
-      const hi = words[off + 2 * i + 1]!;
-      const child = this.childOf(cur, lo, hi);
-      if (child < 0) break;
-      const s = w0[child]!;
-      const single = s >= 0;
-      if (single) {
-        const v = score[s]!;
-        score[s] = v + 1;
-        if (v === 0) touched.push(s);
-      } else {
-        for (let p = -s - 2; p !== NONE; p = pNext[p]!) {
-          const t = pWorker[p]!;
-          const u = score[t]!;
-          score[t] = u + 1;
-          if (u === 0) touched.push(t);
-        }
-      }
-      uses.record(child, frequencies, t);
-      if (earlyExit && single) break;
-      cur = child;
-    }
-    const scores = new Map<bigint, number>();
-    for (let i = 0; i < touched.length; i++) {
-      const s = touched[i]!;
-      scores.set(this.slotIds[s]!, score[s]!);
-      score[s] = 0;
-    }
-    touched.length = 0;
-    return { scores, frequencies };
+    return walkWithTrail(this.trailTree, this.scoreBySlot, this.touched, words, off, n, earlyExit);
   }
+
+  /** This tree as the trail walk reads it (built once in the constructor). */
+  private readonly trailTree: TrailTree;
 
   /**
    * The allocation-free lookup: the same walk and scores as `findMatches`, written into a
@@ -690,6 +704,7 @@ export class RadixTree {
       nodes.freeNodeId(top);
       return;
     }
+    this.subtreeDetached = true;
     const stack = this.stack;
     stack.push(top);
     while (stack.length > 0) {

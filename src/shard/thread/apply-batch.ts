@@ -12,8 +12,8 @@ import { REC_CLEARED, REC_JSON, REC_REMOVED, REC_REMOVE_WORKER, REC_STORED, type
 import { hasWaiter, lockTree, unlockTreeHandoff } from '../wire/tree-lock.js';
 
 /**
- * Blocks a write section applies between two looks for a queued reader (hasWaiter), in events
- * stored or removed in ranges; smaller events are checked after each. With the check, no
+ * Steps (blocks published or removed) a write section takes between two looks for a queued
+ * reader (hasWaiter); Cleared and worker removals are checked after each. With the check, no
  * section held the lock more than 20 us past a reader's arrival unless its thread was
  * descheduled (offered-load sweep at 5,000x on the 2-core dev VM: ~150 such holds per run,
  * 0.1-8 ms each, when three busy threads share two cores).
@@ -26,11 +26,8 @@ const u64 = (lo: number, hi: number): bigint => u64FromHalves(hi, lo);
 /**
  * Applies the records of `words` from word `at` up to the first JSON record or the end, in
  * write sections under the readers' lock (`header`: src/tree/shared-layout.ts), and returns
- * the word where it stopped. A section holds at most `budget` blocks: consecutive small records
- * together, a larger Stored or Removed event in ranges of `budget` blocks (a stored prefix of an
- * event, or a part of its removals, is a valid state for readers). Before each section the
- * tree grows its arrays and rebuilds its edge table if the section needs it, so that neither
- * happens while readers wait.
+ * the word where it stopped. Stored and Removed events do what needs no lock outside it, one
+ * event at a time (storeRecord, removeRecord); Cleared and worker removals are applied together.
  */
 export function applyInSections(
   tree: RadixTree, words: Uint32Array, at: number, counts: StatusCounts, header: Int32Array, budget: number,
@@ -40,40 +37,29 @@ export function applyInSections(
   while (i < end) {
     const kind = words[i]!;
     if (kind === REC_JSON) return i;
-    const big = kind === REC_STORED ? words[i + 6] ?? 0 : kind === REC_REMOVED ? words[i + 3] ?? 0 : 0;
-    if (big > budget) {
-      i = kind === REC_STORED ? storeInRanges(tree, words, i, counts, header, budget) : removeInRanges(tree, words, i, counts, header, budget);
+    if (kind === REC_STORED) {
+      i = storeRecord(tree, words, i, counts, header, budget);
       continue;
     }
-    // Small records: as many as fit `budget` blocks, stopping before a large one.
+    if (kind === REC_REMOVED) {
+      i = removeRecord(tree, words, i, counts, header, budget);
+      continue;
+    }
+    // Cleared and worker removals: as many as fit `budget` workers, up to the next other record.
     let j = i;
-    let blocks = 0;
-    let stored = 0;
-    while (j < end && blocks < budget) {
+    let records = 0;
+    while (j < end && records < budget) {
       const k = words[j]!;
-      if (k === REC_STORED && j + 6 < end) {
-        const n = words[j + 6]!;
-        if (n > budget) break;
-        blocks += n;
-        stored += n;
-        j += 7 + 4 * n;
-      } else if (k === REC_REMOVED && j + 3 < end) {
-        const n = words[j + 3]!;
-        if (n > budget) break;
-        blocks += n;
-        j += 4 + 2 * n;
-      } else if (k === REC_CLEARED || k === REC_REMOVE_WORKER) {
-        blocks += 1;
+      if (k === REC_CLEARED || k === REC_REMOVE_WORKER) {
+        records++;
         j += 3;
       } else {
-        break; // a JSON record, or a malformed one that applyBatch reports
+        break; // Stored, Removed, JSON, or a malformed record that applyBatch reports
       }
     }
     const stop = j === i ? end : Math.min(j, end);
-    tree.reserve(stored);
     lockTree(header);
     try {
-      tree.commitEdges();
       i = applyBatch(tree, words, counts, i, stop, header);
     } finally {
       unlockTreeHandoff(header);
@@ -82,27 +68,41 @@ export function applyInSections(
   return i;
 }
 
-/** A Stored event larger than one section: checked whole outside the lock, stored in ranges. */
-function storeInRanges(tree: RadixTree, words: Uint32Array, i: number, counts: StatusCounts, header: Int32Array, budget: number): number {
+/**
+ * A Stored event: checked and prepared outside the lock (reading the tree, and writing nodes no
+ * reader can reach yet, needs none: this thread is the only writer), then published under it in
+ * sections of at most `budget` units (radix-tree.ts `prepareStore`). Measured in the offered-load
+ * sweep (2 shards, 2,000-10,000x, dev VM) before this split: a shard thread descheduled while
+ * holding the lock kept lookups waiting 0.1-8 ms, and stores were half of the locked time.
+ */
+function storeRecord(tree: RadixTree, words: Uint32Array, i: number, counts: StatusCounts, header: Int32Array, budget: number): number {
+  if (i + 7 > words.length) throw truncated(i);
   const n = words[i + 6]!;
   if (i + 7 + 4 * n > words.length) throw truncated(i);
   const worker = u64(words[i + 1]!, words[i + 2]!);
-  // Phase 1 only reads the tree, which only this thread writes: no lock needed.
   const status = tree.checkStored(worker, words[i + 3] === 1, words[i + 4]! | 0, words[i + 5]! | 0, words, i + 7, n);
   if (status === null) {
-    tree.reserve(n);
-    let from = 0;
-    while (from < n) {
+    if (tree.reserve(n)) {
+      // The edge table was rebuilt aside: switch before new edges go in (rare: it doubles).
       lockTree(header);
       try {
         tree.commitEdges();
-        const limit = Math.min(n, from + budget);
+      } finally {
+        unlockTreeHandoff(header);
+      }
+    }
+    const units = tree.prepareStore(worker, words, i + 7, n);
+    let from = 0;
+    while (from < units) {
+      lockTree(header);
+      try {
+        const limit = Math.min(units, from + budget);
         do {
           const to = Math.min(limit, from + YIELD_BLOCKS);
-          tree.storeRange(worker, words, i + 7, from, to);
+          tree.commitStore(from, to);
           from = to;
         } while (from < limit && !hasWaiter(header));
-        if (from >= n) tree.enforceBudget(); // the pair budget, once the event is whole
+        if (from >= units) tree.enforceBudget(); // the pair budget, once the event is whole
       } finally {
         unlockTreeHandoff(header);
       }
@@ -112,20 +112,25 @@ function storeInRanges(tree: RadixTree, words: Uint32Array, i: number, counts: S
   return i + 7 + 4 * n;
 }
 
-/** A Removed event larger than one section: its hashes removed in ranges. */
-function removeInRanges(tree: RadixTree, words: Uint32Array, i: number, counts: StatusCounts, header: Int32Array, budget: number): number {
+/**
+ * A Removed event: its pairs found outside the lock (resolving only reads), then dropped under
+ * it in sections of at most `budget` hashes (a part of its removals is a valid state for readers).
+ */
+function removeRecord(tree: RadixTree, words: Uint32Array, i: number, counts: StatusCounts, header: Int32Array, budget: number): number {
+  if (i + 4 > words.length) throw truncated(i);
   const n = words[i + 3]!;
   if (i + 4 + 2 * n > words.length) throw truncated(i);
   const worker = u64(words[i + 1]!, words[i + 2]!);
-  let missing = 0;
+  const resolved = tree.resolveRemoved(worker, words, i + 4, 0, n);
+  let missing = resolved < 0 ? n : 0;
   let from = 0;
-  while (from < n) {
+  while (from < resolved) {
     lockTree(header);
     try {
-      const limit = Math.min(n, from + budget);
+      const limit = Math.min(resolved, from + budget);
       do {
         const to = Math.min(limit, from + YIELD_BLOCKS);
-        missing += tree.removeRange(worker, words, i + 4, from, to);
+        missing += tree.dropResolved(from, to);
         from = to;
       } while (from < limit && !hasWaiter(header));
     } finally {

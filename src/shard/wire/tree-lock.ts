@@ -1,8 +1,8 @@
 /**
  * A fair FIFO ticket lock over a shard tree's header words (src/tree/shared-layout.ts): the
- * shard thread holds it for a bounded write section (a chunk of an event batch, at most
- * `WRITE_SECTION_BLOCKS` blocks unless one event is larger), a lookup on the calling thread for
- * its walk of that shard. Measured on the 2-core dev VM before it was built: about +35 ns per
+ * shard thread holds it for a bounded write section (what readers can see of one event, at
+ * most `WRITE_SECTION_BLOCKS` steps; the rest of the event's work is done outside:
+ * src/shard/thread/apply-batch.ts), a lookup on the calling thread for its walk of that shard. Measured on the 2-core dev VM before it was built: about +35 ns per
  * shard when idle, reader p99 19-57 us with the writer saturated, where a seqlock alone starved
  * readers (p99 20-100 ms) under constant writes.
  *
@@ -13,8 +13,9 @@
 import { H } from '../../tree/shared-layout.js';
 
 /**
- * Blocks applied per write section: ~10 us of writing on the dev VM. 16 and 64 measured the
- * same within noise (lookup p99 37-61 us while 2 shards ingest).
+ * Steps per write section (blocks a worker joins or leaves, one for a new chain): ~10 us of
+ * writing on the dev VM. 16 and 64 measured the same within noise (lookup p99 37-61 us while 2
+ * shards ingest, when sections held whole batches).
  */
 export const WRITE_SECTION_BLOCKS = 32;
 

@@ -1,0 +1,62 @@
+/**
+ * The lookup walk that records the frequency trail (`expirationMs`, Dynamo's `recent_uses`):
+ * per node, every worker on it is scored, so it costs O(workers) per node where walk.ts's
+ * active-set walk costs O(1) on a node that holds its parent's workers; it is chosen only when
+ * a tree has a frequency window, since every visited node's use must be recorded anyway.
+ */
+import type { OverlapScores } from '../protocol/types.js';
+import { NONE, ROOT, type NodeStore } from './node-store.js';
+import type { UseTracker } from './use-tracker.js';
+
+/** What the walk reads of a tree: its nodes, the child probe, the trail, the slots' ids. */
+export interface TrailTree {
+  readonly nodes: NodeStore;
+  readonly uses: UseTracker;
+  readonly slotIds: readonly (bigint | null)[];
+  /** The child of `cur` keyed by the tokens hash (lo, hi), or -1. */
+  childOf(cur: number, lo: number, hi: number): number;
+}
+
+/**
+ * Walks `n` tokens hashes (`words[off + 2i ..]` as (lo, hi)) from the root, scoring each
+ * worker per visited node into `score` by slot (zero on entry and on return; `touched` lists
+ * the scored slots, empty on entry and on return), and records each visited node's use.
+ */
+export function walkWithTrail(
+  tree: TrailTree, score: Int32Array, touched: number[], words: Uint32Array, off: number, n: number, earlyExit: boolean,
+): OverlapScores {
+  const { w0, pWorker, pNext } = tree.nodes;
+  const frequencies: number[] = [];
+  const uses = tree.uses;
+  const t = uses.now();
+  let cur: number = ROOT;
+  for (let i = 0; i < n; i++) {
+    const child = tree.childOf(cur, words[off + 2 * i]!, words[off + 2 * i + 1]!);
+    if (child < 0) break;
+    const s = w0[child]!;
+    const single = s >= 0;
+    if (single) {
+      const v = score[s]!;
+      score[s] = v + 1;
+      if (v === 0) touched.push(s);
+    } else {
+      for (let p = -s - 2; p !== NONE; p = pNext[p]!) {
+        const w = pWorker[p]!;
+        const u = score[w]!;
+        score[w] = u + 1;
+        if (u === 0) touched.push(w);
+      }
+    }
+    uses.record(child, frequencies, t);
+    if (earlyExit && single) break;
+    cur = child;
+  }
+  const scores = new Map<bigint, number>();
+  for (let i = 0; i < touched.length; i++) {
+    const s = touched[i]!;
+    scores.set(tree.slotIds[s]!, score[s]!);
+    score[s] = 0;
+  }
+  touched.length = 0;
+  return { scores, frequencies };
+}
