@@ -247,6 +247,24 @@ describe.each(impls)('%s', (_name, make) => {
       expect(t.size).toBe(0);
     });
 
+    it('drops a hash repeated in the same event once and counts the repeat as unknown', () => {
+      const t = make();
+      okAll(t, [
+        stored(W1, null, [[1n, A], [2n, B], [3n, C]]),
+        stored(W2, null, [[71n, A], [72n, B]]),
+      ]);
+      // 3: W1's alone (inline); 2: shared with W2 (W1's pair in the node's list).
+      expect(t.applyEvent(removed(W1, [3n, 3n]))).toBe('block_not_found');
+      expect(t.applyEvent(removed(W1, [2n, 2n]))).toBe('block_not_found');
+      expect(t.blockCount(W1)).toBe(1);
+      expect(t.blockCount(W2)).toBe(2);
+      expect(t.size).toBe(3);
+      expect(scores(t, [A, B, C])).toEqual([[W1.toString(), 1], [W2.toString(), 2]]);
+      // The dropped hashes left W1's lookup: storing them again is a fresh store.
+      expect(t.applyEvent(stored(W1, 1n, [[2n, B], [3n, C]]))).toBe('ok');
+      expect(scores(t, [A, B, C])).toEqual([[W1.toString(), 3], [W2.toString(), 2]]);
+    });
+
     it('reports every hash of an unknown worker as not found', () => {
       const t = make();
       expect(t.applyEvent(removed(W3, [1n]))).toBe('block_not_found');

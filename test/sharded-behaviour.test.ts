@@ -188,6 +188,21 @@ describe('ShardedIndexer validation', () => {
     expect((err as KvIndexError).message).toContain(field);
   });
 
+  it.each([0, 1, 2])('drops a hash a Removed event repeats once, counting the repeat as not found (shards: %i)', async (shards) => {
+    // Shards find a Removed event's pairs before they take the readers' lock and drop them
+    // under it: the repeat must find its pair gone, not drop it twice.
+    const ix = await make(shards);
+    ix.applyEvent(chain(W1, 3));
+    ix.applyEvent(chain(W2, 2, 7n)); // W2 shares the first 2 blocks (in the same tree with 1 shard)
+    const h = (salt: bigint, i: number): bigint => 0xf000_0000_0000_0000n + salt * 1000n + BigInt(i);
+    ix.applyEvent({ workerId: W1, event: { eventId: 1n, data: { type: 'removed', blockHashes: [h(0n, 2), h(0n, 2), h(0n, 1), h(0n, 1)] } } });
+    expect((await ix.findMatches(toks(3))).scores).toEqual(new Map([[W1, 1], [W2, 2]]));
+    const stats = await ix.stats();
+    expect(stats.reduce((n, s) => n + s.events.block_not_found, 0)).toBe(1);
+    ix.applyEvent(stored(W1, h(0n, 0), [[h(0n, 1), toks(2)[1]!], [h(0n, 2), toks(3)[2]!]]));
+    expect((await ix.findMatches(toks(3))).scores).toEqual(new Map([[W1, 3], [W2, 2]]));
+  });
+
   it.each([0, 2])('rejects a malformed event on the calling thread and keeps working (shards: %i)', async (shards) => {
     const ix = await make(shards);
     ix.applyEvent(chain(W1, 2));

@@ -269,6 +269,7 @@ export class NodeStore {
     else this.w0[node] = next === NONE ? NONE : -next - 2;
     if (next !== NONE) this.pPrev[next] = prev;
     this.pNext[p] = this.freePair;
+    this.pNode[p] = NONE; // a freed pair belongs to no node (radix-tree.ts `holds`)
     this.freePair = p;
     this.liveOverflow--;
   }

@@ -91,14 +91,11 @@ export class RadixTree {
   /** Where the event `checkStored` accepted starts (its parent's node, or the root). */
   private storeAt = 0;
   /**
-   * The Removed event between `resolveRemoved` and `dropResolved`: each hash's pair (NOT_HELD
-   * for none), the worker's slot, the hashes; and whether a drop since detached a subtree.
+   * The Removed event between `resolveRemoved` and `forgetResolved`: each hash's pair (NOT_HELD
+   * for none), the worker's slot, the hashes.
    */
   private resolved = new Int32Array(64);
-  private resolvedSlot = 0;
-  private resolvedWords: Uint32Array = new Uint32Array(0);
-  private resolvedOff = 0;
-  private subtreeDetached = false;
+  private readonly removal: { slot: number; words: Uint32Array; off: number; n: number } = { slot: 0, words: new Uint32Array(0), off: 0, n: 0 };
   /** The event between `prepareStore` and `commitStore`: worker slot, blocks, existing prefix. */
   private readonly pending: { slot: number; words: Uint32Array; off: number; existing: number } = { slot: 0, words: new Uint32Array(0), off: 0, existing: 0 };
   private readonly scratch = new U64Scratch();
@@ -366,14 +363,16 @@ export class RadixTree {
    */
   removeRange(workerId: bigint, words: Uint32Array, off: number, from: number, to: number): number {
     const n = this.resolveRemoved(workerId, words, off, from, to);
-    return n < 0 ? to - from : this.dropResolved(0, n);
+    if (n < 0) return to - from;
+    const missing = this.dropResolved(0, n);
+    this.forgetResolved();
+    return missing;
   }
 
   /**
    * @internal Phase 1 of Removed, which only reads (a shard runs it outside the readers' lock):
    * finds the worker's pair of each hash [from, to), for `dropResolved`. Returns how many it
-   * resolved, or -1 for a worker the tree does not know (then it holds none of them). The
-   * lookups of the worker's table were ~25 % of the time a shard spent removing.
+   * resolved, or -1 for a worker the tree does not know (then it holds none of them).
    */
   resolveRemoved(workerId: bigint, words: Uint32Array, off: number, from: number, to: number): number {
     const slot = this.slotOf.get(workerId);
@@ -386,35 +385,49 @@ export class RadixTree {
       const k = off + 2 * (from + i);
       out[i] = table.find(words[k]! | 0, words[k + 1]! | 0) ?? NOT_HELD;
     }
-    this.resolvedSlot = slot;
-    this.subtreeDetached = false;
-    this.resolvedWords = words;
-    this.resolvedOff = off + 2 * from;
+    this.removal.slot = slot;
+    this.removal.words = words;
+    this.removal.off = off + 2 * from;
+    this.removal.n = n;
     return n;
   }
 
   /**
    * @internal Phase 2 of Removed (under the readers' lock): drops the pairs `resolveRemoved`
-   * found for its hashes [from, to) (counted from its `from`); returns how many the worker did
-   * not hold. A drop that detaches a subtree may take later pairs of the event with it: after
-   * one, each hash is looked up again, as without phase 1.
+   * found for its hashes [from, to) (counted from its `from`) that the worker still holds (an
+   * earlier drop may have taken one: the same hash twice, or a subtree detached with it); returns
+   * how many it did not drop. Their entries stay in the worker's lookup until `forgetResolved`.
    */
   dropResolved(from: number, to: number): number {
-    const table = this.tables[this.resolvedSlot]!;
-    const words = this.resolvedWords;
+    const slot = this.removal.slot;
+    const table = this.tables[slot]!;
     let missing = 0;
     for (let i = from; i < to; i++) {
-      let ref: PairRef | null = this.resolved[i]! as PairRef;
-      if (this.subtreeDetached) {
-        const k = this.resolvedOff + 2 * i;
-        ref = table.find(words[k]! | 0, words[k + 1]! | 0);
-      } else if (ref === NOT_HELD) {
-        ref = null;
-      }
-      if (ref === null) missing++;
-      else this.dropPair(ref, table);
+      const ref = this.resolved[i]! as PairRef;
+      if (ref === NOT_HELD || !this.holds(ref, slot)) missing++;
+      else this.dropPair(ref, table, true);
     }
     return missing;
+  }
+
+  /**
+   * @internal Phase 3 of Removed (private to the shard thread, so outside the lock): the
+   * dropped hashes leave the worker's lookup. Finding them there was ~25 % of a shard's removal
+   * time under the lock (offered-load sweep); forgetting them is a probe of the same table.
+   */
+  forgetResolved(): void {
+    const r = this.removal;
+    const table = this.tables[r.slot];
+    if (table == null) return;
+    for (let i = 0; i < r.n; i++) {
+      if (this.resolved[i] !== NOT_HELD) table.remove(r.words[r.off + 2 * i]! | 0, r.words[r.off + 2 * i + 1]! | 0);
+    }
+  }
+
+  /** Whether pair `ref` is live and the worker's in `slot` (no pair is allocated while removing). */
+  private holds(ref: PairRef, slot: number): boolean {
+    const nodes = this.nodes;
+    return ref >= 0 ? nodes.w0[ref] === slot : nodes.pNode[~ref] !== NONE && nodes.pWorker[~ref] === slot;
   }
 
   /**
@@ -665,20 +678,23 @@ export class RadixTree {
     this.pairs++;
   }
 
-  /** Removes one pair; a node left without workers is detached with its subtree. */
-  private dropPair(ref: PairRef, table: WorkerTable): void {
+  /**
+   * Removes one pair; a node left without workers is detached with its subtree. With
+   * `forgetLater` its entry stays in the worker's lookup (`forgetResolved` removes it).
+   */
+  private dropPair(ref: PairRef, table: WorkerTable, forgetLater = false): void {
     const nodes = this.nodes;
     this.pairs--;
     if (ref >= 0) {
       const node = ref as number as NodeId;
-      table.remove(nodes.h0Lo[node]! | 0, nodes.h0Hi[node]! | 0);
+      if (!forgetLater) table.remove(nodes.h0Lo[node]! | 0, nodes.h0Hi[node]! | 0);
       nodes.w0[node] = NONE;
       this.detach(node);
       return;
     }
     const p = ~ref;
     const node = nodes.pNode[p]!;
-    table.remove(nodes.pLo[p]! | 0, nodes.pHi[p]! | 0);
+    if (!forgetLater) table.remove(nodes.pLo[p]! | 0, nodes.pHi[p]! | 0);
     nodes.freePairIndex(p);
     const h = nodes.head(node);
     if (h !== NONE && nodes.pNext[h] === NONE) {
@@ -704,7 +720,6 @@ export class RadixTree {
       nodes.freeNodeId(top);
       return;
     }
-    this.subtreeDetached = true;
     const stack = this.stack;
     stack.push(top);
     while (stack.length > 0) {

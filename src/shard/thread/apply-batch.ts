@@ -113,8 +113,9 @@ function storeRecord(tree: RadixTree, words: Uint32Array, i: number, counts: Sta
 }
 
 /**
- * A Removed event: its pairs found outside the lock (resolving only reads), then dropped under
- * it in sections of at most `budget` hashes (a part of its removals is a valid state for readers).
+ * A Removed event: its pairs found outside the lock (resolving only reads), dropped under it
+ * in sections of at most `budget` hashes (a part of its removals is a valid state for readers),
+ * then forgotten in the worker's lookup outside it again (radix-tree.ts `resolveRemoved`).
  */
 function removeRecord(tree: RadixTree, words: Uint32Array, i: number, counts: StatusCounts, header: Int32Array, budget: number): number {
   if (i + 4 > words.length) throw truncated(i);
@@ -137,6 +138,7 @@ function removeRecord(tree: RadixTree, words: Uint32Array, i: number, counts: St
       unlockTreeHandoff(header);
     }
   }
+  if (resolved > 0) tree.forgetResolved();
   counts[missing > 0 ? 'block_not_found' : 'ok']++;
   return i + 4 + 2 * n;
 }
