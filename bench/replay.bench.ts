@@ -76,7 +76,7 @@ const opsOf = (s: ScriptStep): number => s.stored + s.removed + s.matched;
 
 /** Replays `steps[from..]` paced at `factor` (Infinity: unpaced) after applying the rest. */
 async function replayWindow(
-  steps: readonly ScriptStep[], from: number, factor: number, shards: number, readYourWrites: boolean,
+  steps: readonly ScriptStep[], from: number, factor: number, shards: number, readYourWrites: boolean, blocking: boolean,
 ): Promise<WindowResult> {
   const ix = await ShardedIndexer.create({ shards, blockSize: 64, readYourWrites });
   try {
@@ -106,8 +106,9 @@ async function replayWindow(
         // request's events are applied (a .then would run only after them).
         await ix.findMatches(step.local);
         latencies[k] = (performance.now() - issued) * 1000;
-      } else if (!readYourWrites) {
-        // On the calling thread without waiting for the shards: the synchronous call, timed.
+      } else if (!readYourWrites || blocking) {
+        // On the calling thread: the synchronous call, timed (with read-your-writes it blocks
+        // until the shards applied the events before it).
         ix.findMatchesSync(step.local);
         latencies[k] = (performance.now() - issued) * 1000;
       } else {
@@ -144,6 +145,12 @@ async function replayWindow(
   }
 }
 
+/** A series' label: `readYourWrites: false` is always the synchronous call, unlabelled. */
+function seriesName(shards: number, readYourWrites: boolean, blocking: boolean): string {
+  if (shards === 0) return '0';
+  return `${shards}, readYourWrites ${readYourWrites}${readYourWrites && blocking ? ', blocking' : ''}`;
+}
+
 /**
  * First step of the window lasting at most `windowS` seconds at `factor`, from the end, but
  * holding at least `MIN_REQUESTS` requests: at factor 1 five seconds hold 22 requests, whose
@@ -174,12 +181,13 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
 
   const rows: Array<Record<string, string | number | boolean>> = [];
   const knees: string[] = [];
-  for (const [shards, readYourWrites] of [[0, true], [2, false], [2, true]] as const) {
+  const runs = [[0, true, false], [2, false, true], [2, true, false], [2, true, true]] as const;
+  for (const [shards, readYourWrites, blocking] of runs) {
     let knee: { factor: number; rps: number } | null = null;
     let misses = 0;
-    const series = shards === 0 ? '0' : `${shards}, readYourWrites ${readYourWrites}`;
+    const series = seriesName(shards, readYourWrites, blocking);
     for (const factor of factors) {
-      const r = await replayWindow(steps, windowStart(steps, factor, windowS), factor, shards, readYourWrites);
+      const r = await replayWindow(steps, windowStart(steps, factor, windowS), factor, shards, readYourWrites, blocking);
       const keeps = r.achievedRps >= KEEPS_UP * r.offeredRps;
       rows.push(row(series, factor, r, keeps));
       process.stderr.write(`replay: shards ${shards} x${factor}: offered ${r.offeredRps.toFixed(0)} req/s, achieved ${r.achievedRps.toFixed(0)}\n`);
@@ -188,7 +196,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       // Past the knee for two factors (or far past it): the rest only gets slower to run.
       if (misses >= 2 || r.achievedRps < 0.5 * r.offeredRps) break;
     }
-    const max = await replayWindow(steps, 0, Infinity, shards, readYourWrites);
+    const max = await replayWindow(steps, 0, Infinity, shards, readYourWrites, blocking);
     rows.push(row(series, Infinity, max, null));
     const cap = `capacity ${Math.round(max.achievedRps).toLocaleString('en-US')} req/s unpaced`;
     knees.push(
@@ -207,7 +215,8 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       `blocks matched by lookups. A factor keeps up when achieved >= ${KEEPS_UP * 100} % of offered requests/s. ` +
       'With shards and `readYourWrites: false` lookups read the shards\' trees on the calling thread without waiting ' +
       '(timed as the call); with the default, a lookup right after the previous request\'s events waits until the shards ' +
-      'applied them (timed from issue to result).',
+      'applied them: `findMatches` (timed from issue to result, which the loop sees when it next yields), or, "blocking", ' +
+      '`findMatchesSync`, which spins and then sleeps until they did (timed as the call).',
     '',
     table(rows),
     '',
@@ -225,7 +234,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
 function p99Verdict(rows: ReadonlyArray<Record<string, string | number | boolean>>): string {
   const base = new Map(rows.filter((r) => r['shards'] === '0').map((r) => [r['factor'], r['lookup p99 us'] as number]));
   const parts: string[] = [];
-  for (const series of ['2, readYourWrites false', '2, readYourWrites true']) {
+  for (const series of ['2, readYourWrites false', '2, readYourWrites true', '2, readYourWrites true, blocking']) {
     let worst = 0;
     let at: string | number = '-';
     for (const r of rows) {
