@@ -354,47 +354,35 @@ export class RadixTree {
 
   /** Removed, on raw words: `n` hashes at `words[off + 2i ..]` as (lo, hi). */
   applyRemoved(workerId: bigint, words: Uint32Array, off: number, n: number): ApplyStatus {
-    return this.removeRange(workerId, words, off, 0, n) > 0 ? BLOCK_NOT_FOUND : OK;
-  }
-
-  /**
-   * @internal Removes hashes [from, to) of a Removed event (`words[off + 2i ..]`); returns how
-   * many the worker did not hold.
-   */
-  removeRange(workerId: bigint, words: Uint32Array, off: number, from: number, to: number): number {
-    const n = this.resolveRemoved(workerId, words, off, from, to);
-    if (n < 0) return to - from;
-    const missing = this.dropResolved(0, n);
+    const resolved = this.resolveRemoved(workerId, words, off, n);
+    if (resolved < 0) return n > 0 ? BLOCK_NOT_FOUND : OK;
+    const missing = this.dropResolved(0, resolved);
     this.forgetResolved();
-    return missing;
+    return missing > 0 ? BLOCK_NOT_FOUND : OK;
   }
 
   /**
    * @internal Phase 1 of Removed, which only reads (a shard runs it outside the readers' lock):
-   * finds the worker's pair of each hash [from, to), for `dropResolved`. Returns how many it
-   * resolved, or -1 for a worker the tree does not know (then it holds none of them).
+   * finds the worker's pair of each of the `n` hashes, for `dropResolved`. Returns `n`, or -1
+   * for a worker the tree does not know (then it holds none of them).
    */
-  resolveRemoved(workerId: bigint, words: Uint32Array, off: number, from: number, to: number): number {
+  resolveRemoved(workerId: bigint, words: Uint32Array, off: number, n: number): number {
     const slot = this.slotOf.get(workerId);
     if (slot === undefined) return -1;
     const table = this.tables[slot]!;
-    const n = to - from;
     if (this.resolved.length < n) this.resolved = new Int32Array(Math.max(n, this.resolved.length * 2));
     const out = this.resolved;
-    for (let i = 0; i < n; i++) {
-      const k = off + 2 * (from + i);
-      out[i] = table.find(words[k]! | 0, words[k + 1]! | 0) ?? NOT_HELD;
-    }
+    for (let i = 0; i < n; i++) out[i] = table.find(words[off + 2 * i]! | 0, words[off + 2 * i + 1]! | 0) ?? NOT_HELD;
     this.removal.slot = slot;
     this.removal.words = words;
-    this.removal.off = off + 2 * from;
+    this.removal.off = off;
     this.removal.n = n;
     return n;
   }
 
   /**
    * @internal Phase 2 of Removed (under the readers' lock): drops the pairs `resolveRemoved`
-   * found for its hashes [from, to) (counted from its `from`) that the worker still holds (an
+   * found for its hashes [from, to) that the worker still holds (an
    * earlier drop may have taken one: the same hash twice, or a subtree detached with it); returns
    * how many it did not drop. Their entries stay in the worker's lookup until `forgetResolved`.
    */

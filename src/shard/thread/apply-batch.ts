@@ -91,22 +91,7 @@ function storeRecord(tree: RadixTree, words: Uint32Array, i: number, counts: Sta
         unlockTreeHandoff(header);
       }
     }
-    const units = tree.prepareStore(worker, words, i + 7, n);
-    let from = 0;
-    while (from < units) {
-      lockTree(header);
-      try {
-        const limit = Math.min(units, from + budget);
-        do {
-          const to = Math.min(limit, from + YIELD_BLOCKS);
-          tree.commitStore(from, to);
-          from = to;
-        } while (from < limit && !hasWaiter(header));
-        if (from >= units) tree.enforceBudget(); // the pair budget, once the event is whole
-      } finally {
-        unlockTreeHandoff(header);
-      }
-    }
+    publishInSections(tree, header, tree.prepareStore(worker, words, i + 7, n), budget, false);
   }
   counts[status ?? 'ok']++;
   return i + 7 + 4 * n;
@@ -122,25 +107,38 @@ function removeRecord(tree: RadixTree, words: Uint32Array, i: number, counts: St
   const n = words[i + 3]!;
   if (i + 4 + 2 * n > words.length) throw truncated(i);
   const worker = u64(words[i + 1]!, words[i + 2]!);
-  const resolved = tree.resolveRemoved(worker, words, i + 4, 0, n);
-  let missing = resolved < 0 ? n : 0;
+  const resolved = tree.resolveRemoved(worker, words, i + 4, n);
+  const missing = resolved < 0 ? n : publishInSections(tree, header, resolved, budget, true);
+  if (resolved > 0) tree.forgetResolved();
+  counts[missing > 0 ? 'block_not_found' : 'ok']++;
+  return i + 4 + 2 * n;
+}
+
+/**
+ * The locked part of the event prepared last, `units` steps (`commitStore`, or with `removal`
+ * `dropResolved`), in sections of at most `budget` steps that end early once a reader queues
+ * (hasWaiter, every YIELD_BLOCKS steps); a store's last section enforces the pair budget.
+ * Returns the hashes a removal found the worker no longer held.
+ */
+function publishInSections(tree: RadixTree, header: Int32Array, units: number, budget: number, removal: boolean): number {
+  let missing = 0;
   let from = 0;
-  while (from < resolved) {
+  while (from < units) {
     lockTree(header);
     try {
-      const limit = Math.min(resolved, from + budget);
+      const limit = Math.min(units, from + budget);
       do {
         const to = Math.min(limit, from + YIELD_BLOCKS);
-        missing += tree.dropResolved(from, to);
+        if (removal) missing += tree.dropResolved(from, to);
+        else tree.commitStore(from, to);
         from = to;
       } while (from < limit && !hasWaiter(header));
+      if (!removal && from >= units) tree.enforceBudget(); // the pair budget, once the event is whole
     } finally {
       unlockTreeHandoff(header);
     }
   }
-  if (resolved > 0) tree.forgetResolved();
-  counts[missing > 0 ? 'block_not_found' : 'ok']++;
-  return i + 4 + 2 * n;
+  return missing;
 }
 
 /**
