@@ -171,6 +171,34 @@ describe('lookups on the calling thread', () => {
     expect(ix.findMatchesSync(toks(4)).scores).toEqual(new Map([[W, 4]]));
   });
 
+  it('name the worker a slot holds now in Map lookups, not the one that left it', async () => {
+    const ix = await tiny(1);
+    ix.applyEvent(chain(W, 3, 1n));
+    expect(ix.findMatchesSync(toks(3)).scores).toEqual(new Map([[W, 3]]));
+    expect((await ix.findMatches(toks(3))).scores).toEqual(new Map([[W, 3]]));
+    await ix.removeWorker(W);
+    ix.applyEvent(chain(W + 7n, 2, 2n)); // takes the freed slot
+    expect(ix.findMatchesSync(toks(3)).scores).toEqual(new Map([[W + 7n, 2]]));
+    expect((await ix.findMatches(toks(3))).scores).toEqual(new Map([[W + 7n, 2]]));
+  });
+
+  it('list the workers of a prompt held by many (member arrays) in Map lookups as the in-thread tree does', async () => {
+    const ix = await tiny(2);
+    const ref = new RadixTree();
+    for (let w = 0n; w < 150n; w++) {
+      // Every worker holds the first 3 blocks; every tenth holds 5.
+      const e = chain(W + w, w % 10n === 0n ? 5 : 3, w);
+      ix.applyEvent(e);
+      ref.applyEvent(e);
+    }
+    for (const n of [1, 3, 4, 5]) {
+      const want = sortedScores(ref.findMatches(toks(n)));
+      expect(want.length).toBe(150);
+      expect(sortedScores(ix.findMatchesSync(toks(n)))).toEqual(want);
+      expect(sortedScores(await ix.findMatches(toks(n)))).toEqual(want);
+    }
+  });
+
   it('fill a caller-owned result, growing it only when more workers match than it holds', async () => {
     const ix = await tiny(2);
     for (let w = 0n; w < 40n; w++) ix.applyEvent(chain(W + w, 2, w));

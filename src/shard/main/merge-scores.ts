@@ -1,17 +1,7 @@
 /** A sharded lookup's two ends on the main thread: the hashes packed, the replies merged. */
 import { u64FromHalves } from '../../protocol/u64-text.js';
 import type { OverlapScores } from '../../protocol/types.js';
-import type { MatchResult } from '../../tree/match-result.js';
 import type { FindReply } from '../wire/messages.js';
-
-/** The scores of a filled `MatchResult` as a Map (the convenience form of a lookup). */
-export function toScores(result: MatchResult, n: number): OverlapScores {
-  const scores = new Map<bigint, number>();
-  const ids = result.workerIds;
-  const s = result.scores;
-  for (let i = 0; i < n; i++) scores.set(ids[i]!, s[i]!);
-  return { scores, frequencies: [] };
-}
 
 /** Union of the shards' scores (their workers are disjoint); frequencies summed element-wise. */
 export function mergeScores(replies: FindReply[]): OverlapScores {
