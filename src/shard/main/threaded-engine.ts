@@ -204,23 +204,22 @@ export class ThreadedEngine {
    * calling thread is the one that queues them.
    */
   findMatchesInto(hashes: BigUint64Array | readonly bigint[], result: MatchResult, earlyExit = false): number {
-    this.check();
-    if (this.frequencyTrail) {
-      throw new KvIndexError(ErrorCode.InvalidOption, 'synchronous lookups need expirationMs unset with shard threads (the frequency trail is recorded in the shards): use findMatches');
-    }
-    const words = hashes instanceof BigUint64Array ? this.words.copyWords(hashes) : this.words.hashWords(hashes, true);
-    if (this.readYourWrites) this.catchUp(CATCH_UP_LIMIT_MS, true);
-    return this.readAll(words, hashes.length, earlyExit, result);
+    return this.readAll(this.syncWords(hashes), hashes.length, earlyExit, result);
   }
 
   findMatchesSync(hashes: BigUint64Array | readonly bigint[]): OverlapScores {
+    return this.readAllScores(this.syncWords(hashes), hashes.length);
+  }
+
+  /** A synchronous lookup's hashes as words, once (read-your-writes) the shards caught up. */
+  private syncWords(hashes: BigUint64Array | readonly bigint[]): Uint32Array {
     this.check();
     if (this.frequencyTrail) {
       throw new KvIndexError(ErrorCode.InvalidOption, 'synchronous lookups need expirationMs unset with shard threads (the frequency trail is recorded in the shards): use findMatches');
     }
     const words = hashes instanceof BigUint64Array ? this.words.copyWords(hashes) : this.words.hashWords(hashes, true);
     if (this.readYourWrites) this.catchUp(CATCH_UP_LIMIT_MS, true);
-    return this.readAllScores(words, hashes.length);
+    return words;
   }
 
   async findMatches(hashes: BigUint64Array | readonly bigint[]): Promise<OverlapScores> {
