@@ -23,7 +23,8 @@ import { JsonEventEncoder } from '../wire/json-words.js';
 import type { DumpPrepared, FindReply, ShardStats } from '../wire/messages.js';
 import { peekWorkerId } from './json-peek.js';
 import { H } from '../../tree/shared-layout.js';
-import type { MatchResult } from '../../tree/match-result.js';
+import { MatchResult } from '../../tree/match-result.js';
+import { IdCache } from './id-cache.js';
 import { U64Scratch } from '../../tree/u64-scratch.js';
 import { mergeScores } from './merge-scores.js';
 import { WalkScratch } from '../../tree/walk.js';
@@ -85,6 +86,9 @@ export class ThreadedEngine {
   private readonly board: ReplyBoard;
   private readonly readers: TreeReader[];
   private readonly readYourWrites: boolean;
+  /** The result the Map-returning lookups fill before making the Map (reused). */
+  private readonly scratch = new MatchResult(64);
+  private readonly ids = new IdCache();
   /** The lookup's hashes as (lo, hi) words, copied in (no view object per call). */
   private readonly words = new U64Scratch();
   private readonly frequencyTrail: boolean;
@@ -244,13 +248,16 @@ export class ThreadedEngine {
   }
 
   /**
-   * Reads every shard's tree into a new Map. The Map-returning lookups used to fill a
-   * MatchResult and convert it, a new bigint per matching worker: 2 shards, conversation tree,
-   * ~0.2 us more per lookup than the in-thread tree, which keeps its ids as bigints.
+   * Reads every shard's tree into the scratch result, then makes the Map after the locks: an
+   * allocation (and the collection it may start) never happens while a shard's lock is held,
+   * where it would stall that shard's writer. Ids come from `IdCache`, not one bigint each.
    */
   private readAllScores(words: Uint32Array, n: number): OverlapScores {
+    const k = this.readAll(words, n, false, this.scratch);
     const scores = new Map<bigint, number>();
-    for (let i = 0; i < this.readers.length; i++) this.readers[i]!.lookupScores(words, 0, n, false, scores);
+    const idw = this.scratch.idWords;
+    const sc = this.scratch.scores;
+    for (let i = 0; i < k; i++) scores.set(this.ids.get(idw[2 * i]!, idw[2 * i + 1]!), sc[i]!);
     return { scores, frequencies: [] };
   }
 

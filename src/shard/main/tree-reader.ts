@@ -9,20 +9,11 @@ import { H, type SharedTreeLayout } from '../../tree/shared-layout.js';
 import type { MatchResult } from '../../tree/match-result.js';
 import { WalkScratch, emptyLookupArrays, type LookupArrays } from '../../tree/walk.js';
 import { lockTree, unlockTree } from '../wire/tree-lock.js';
-import { u64FromHalves } from '../../protocol/u64-text.js';
 
 export class TreeReader {
   readonly header: Int32Array;
   private gen = -1;
   private readonly arrays: LookupArrays = emptyLookupArrays();
-  /**
-   * Each slot's worker id as a bigint, kept with the id words it was made from: a slot is
-   * reused after its worker left, so an entry counts only while its words still match. The
-   * Map-returning lookups take ids from here instead of making a bigint per matching worker.
-   */
-  private ids: Array<bigint | undefined> = [];
-  private idLo = new Uint32Array(0);
-  private idHi = new Uint32Array(0);
   /**
    * @param walker scratch of the walk, shared by the readers of one indexer (they run one after
    * the other on the calling thread, and `emit` copies a walk out before the next one).
@@ -56,65 +47,6 @@ export class TreeReader {
     } finally {
       unlockTree(h);
     }
-  }
-
-  /**
-   * Walks the shard's tree under its lock and sets each matching worker's score in `scores`:
-   * the convenience lookup, without the detour through a `MatchResult` (whose ids would each
-   * become a new bigint). The same walk as `lookupInto`; the scores are the same.
-   */
-  lookupScores(words: Uint32Array, off: number, n: number, earlyExit: boolean, scores: Map<bigint, number>): void {
-    const h = this.header;
-    lockTree(h);
-    try {
-      if (Atomics.load(h, H.GEN) !== this.gen) this.refresh();
-      const walker = this.walker;
-      const slots = Atomics.load(h, H.SLOTS);
-      walker.ensure(slots);
-      const a = this.arrays;
-      const k = walker.walk(a, words, off, n, earlyExit);
-      if (walker.bulkOff >= 0) {
-        // A node held by many workers (member-arrays.ts): its members, listed by id words, then
-        // the visited workers, which overwrite the few of them that followed a branch.
-        const ids = a.mIds;
-        for (let i = 0, j = 2 * walker.bulkOff; i < walker.bulkCount; i++, j += 2) {
-          scores.set(u64FromHalves(ids[j + 1]!, ids[j]!), walker.bulkScore);
-        }
-      }
-      const touched = walker.touched;
-      const score = walker.score;
-      for (let i = 0; i < k; i++) {
-        const slot = touched[i]!;
-        scores.set(this.idOf(slot, slots), score[slot]!);
-      }
-    } finally {
-      unlockTree(h);
-    }
-  }
-
-  /** The worker id in `slot` as a bigint (under the lock: the slot table is read). */
-  private idOf(slot: number, slots: number): bigint {
-    const a = this.arrays;
-    const lo = a.slotLo[slot]!;
-    const hi = a.slotHi[slot]!;
-    if (slot >= this.idLo.length) this.growIds(slots);
-    const known = this.ids[slot];
-    if (known !== undefined && this.idLo[slot] === lo && this.idHi[slot] === hi) return known;
-    const id = u64FromHalves(hi, lo);
-    this.ids[slot] = id;
-    this.idLo[slot] = lo;
-    this.idHi[slot] = hi;
-    return id;
-  }
-
-  private growIds(slots: number): void {
-    const n = Math.max(slots, 2 * this.idLo.length, 16);
-    const lo = new Uint32Array(n);
-    const hi = new Uint32Array(n);
-    lo.set(this.idLo);
-    hi.set(this.idHi);
-    this.idLo = lo;
-    this.idHi = hi;
   }
 
   /** Rebuilds the views after the layout changed (called under the lock). */
