@@ -2,9 +2,10 @@
  * A fair FIFO ticket lock over a shard tree's header words (src/tree/shared-layout.ts): the
  * shard thread holds it for a bounded write section (what readers can see of one event, at
  * most `WRITE_SECTION_BLOCKS` steps; the rest of the event's work is done outside:
- * src/shard/thread/apply-batch.ts), a lookup on the calling thread for its walk of that shard. Measured on the 2-core dev VM before it was built: about +35 ns per
- * shard when idle, reader p99 19-57 us with the writer saturated, where a seqlock alone starved
- * readers (p99 20-100 ms) under constant writes.
+ * src/shard/thread/apply-batch.ts), a lookup on the calling thread for its walk of that
+ * shard. Measured on the 2-core dev VM before it was built: about +35 ns per shard when idle,
+ * reader p99 19-57 us with the writer saturated, where a seqlock alone starved readers (p99
+ * 20-100 ms) under constant writes.
  *
  * A waiter spins first: a release is seen within 0.2-3 us by spinning, against 3-44 us (p99 up
  * to 150 us) to wake from `Atomics.wait`. It sleeps only after `SPINS` polls, announcing itself
