@@ -1,10 +1,11 @@
 /**
- * Worker ids as bigints, keyed by their (lo, hi) words, for the Map-returning lookups through
- * shards: they take each matching worker's id from here instead of making a new bigint per
- * worker per lookup (the in-thread tree keeps one per slot). Conversion made the 2-shard
- * `findMatchesSync` ~0.1 us slower per lookup on the conversation tree (mean 0.98 against
- * 0.84-0.90 us with cached ids, in a probe). Direct-mapped: an entry a colliding id replaces is made
- * again when next asked for, so a fleet larger than the table costs bigints, never a wrong id.
+ * Worker ids as bigints, keyed by their (lo, hi) words, for the workers a Map-returning lookup
+ * through shards lists in bulk (a prompt held by many: member arrays hold id words, not slots;
+ * score-list.ts): each takes its id from here instead of a new bigint per worker per lookup.
+ * Converting made the 2-shard `findMatchesSync` ~0.1 us slower per lookup on the conversation
+ * tree when every match went through here (mean 0.98 against 0.84-0.90 us with cached ids, in
+ * a probe). Direct-mapped: an entry a colliding id replaces is made again when next asked for,
+ * so a fleet larger than the table costs bigints, never a wrong id.
  */
 import { u64FromHalves } from '../../protocol/u64-text.js';
 

@@ -24,10 +24,10 @@ import type { DumpPrepared, FindReply, ShardStats } from '../wire/messages.js';
 import { peekWorkerId } from './json-peek.js';
 import { H } from '../../tree/shared-layout.js';
 import { MatchResult } from '../../tree/match-result.js';
-import { IdCache } from './id-cache.js';
 import { U64Scratch } from '../../tree/u64-scratch.js';
 import { mergeScores } from './merge-scores.js';
 import { WalkScratch } from '../../tree/walk.js';
+import { ScoreList } from './score-list.js';
 import { TreeReader } from './tree-reader.js';
 import { ShardOutbox } from './outbox.js';
 import { ReplyBoard } from './reply-board.js';
@@ -87,8 +87,7 @@ export class ThreadedEngine {
   private readonly readers: TreeReader[];
   private readonly readYourWrites: boolean;
   /** The result the Map-returning lookups fill before making the Map (reused). */
-  private readonly scratch = new MatchResult(64);
-  private readonly ids = new IdCache();
+  private readonly list = new ScoreList();
   /** The lookup's hashes as (lo, hi) words, copied in (no view object per call). */
   private readonly words = new U64Scratch();
   private readonly frequencyTrail: boolean;
@@ -248,17 +247,15 @@ export class ThreadedEngine {
   }
 
   /**
-   * Reads every shard's tree into the scratch result, then makes the Map after the locks: an
+   * Reads every shard's tree into the score list, then makes the Map after the locks: an
    * allocation (and the collection it may start) never happens while a shard's lock is held,
-   * where it would stall that shard's writer. Ids come from `IdCache`, not one bigint each.
+   * where it would stall that shard's writer (score-list.ts).
    */
   private readAllScores(words: Uint32Array, n: number): OverlapScores {
-    const k = this.readAll(words, n, false, this.scratch);
-    const scores = new Map<bigint, number>();
-    const idw = this.scratch.idWords;
-    const sc = this.scratch.scores;
-    for (let i = 0; i < k; i++) scores.set(this.ids.get(idw[2 * i]!, idw[2 * i + 1]!), sc[i]!);
-    return { scores, frequencies: [] };
+    const list = this.list;
+    list.clear();
+    for (let i = 0; i < this.readers.length; i++) this.readers[i]!.lookupScores(words, 0, n, list);
+    return list.toScores();
   }
 
   /**

@@ -9,11 +9,14 @@ import { H, type SharedTreeLayout } from '../../tree/shared-layout.js';
 import type { MatchResult } from '../../tree/match-result.js';
 import { WalkScratch, emptyLookupArrays, type LookupArrays } from '../../tree/walk.js';
 import { lockTree, unlockTree } from '../wire/tree-lock.js';
+import type { ScoreList } from './score-list.js';
+import { SlotIds } from './slot-ids.js';
 
 export class TreeReader {
   readonly header: Int32Array;
   private gen = -1;
   private readonly arrays: LookupArrays = emptyLookupArrays();
+  private readonly slotIds = new SlotIds();
   /**
    * @param walker scratch of the walk, shared by the readers of one indexer (they run one after
    * the other on the calling thread, and `emit` copies a walk out before the next one).
@@ -46,6 +49,53 @@ export class TreeReader {
       return walker.emit(this.arrays, walker.walk(this.arrays, words, off, n, earlyExit), result, at);
     } finally {
       unlockTree(h);
+    }
+  }
+
+  /**
+   * Walks the shard's tree under its lock and appends the matching workers to `list` (ids as
+   * bigints: see score-list.ts); ids the slot cache could not answer for are made after the
+   * lock is released.
+   */
+  lookupScores(words: Uint32Array, off: number, n: number, list: ScoreList): void {
+    const h = this.header;
+    const walker = this.walker;
+    list.pending = 0;
+    let bulk = 0;
+    lockTree(h);
+    try {
+      if (Atomics.load(h, H.GEN) !== this.gen) this.refresh();
+      walker.ensure(Atomics.load(h, H.SLOTS));
+      const a = this.arrays;
+      const k = walker.walk(a, words, off, n, false);
+      if (walker.bulkOff >= 0) {
+        // Members listed in bulk are id words, not slots: copied out, their ids made below.
+        bulk = walker.emit(a, k, list.bulk, 0);
+      } else {
+        let at = list.count;
+        list.ensure(at + k);
+        const { slotLo, slotHi } = a;
+        const { touched, score } = walker;
+        const keys = list.keys;
+        const vals = list.vals;
+        const ids = this.slotIds;
+        for (let i = 0; i < k; i++, at++) {
+          const s = touched[i]!;
+          const lo = slotLo[s]!;
+          const hi = slotHi[s]!;
+          const id = ids.cached(s, lo, hi);
+          if (id === undefined) list.pend(at, s, lo, hi);
+          else keys[at] = id;
+          vals[at] = score[s]!;
+        }
+        list.count = at;
+      }
+    } finally {
+      unlockTree(h);
+    }
+    if (bulk > 0) list.appendBulk(bulk);
+    for (let p = 0; p < list.pending; p++) {
+      list.keys[list.pendAt[p]!] = this.slotIds.make(list.pendSlot[p]!, list.pendLo[p]!, list.pendHi[p]!);
     }
   }
 
