@@ -88,6 +88,8 @@ export class ThreadedEngine {
   private readonly readYourWrites: boolean;
   /** The result the Map-returning lookups fill before making the Map (reused). */
   private readonly list = new ScoreList();
+  /** Per shard, the applied count a lookup last saw equal to the posted count. */
+  private readonly seenApplied: Int32Array;
   /** The lookup's hashes as (lo, hi) words, copied in (no view object per call). */
   private readonly words = new U64Scratch();
   private readonly frequencyTrail: boolean;
@@ -112,6 +114,7 @@ export class ThreadedEngine {
     // (p50 5.6-9.3 us over 5 runs each, 2 shards, conversation tree).
     const walker = new WalkScratch();
     this.readers = threads.map((t) => new TreeReader(t.layout!, walker));
+    this.seenApplied = new Int32Array(threads.length);
     this.readYourWrites = options.readYourWrites;
   }
 
@@ -270,10 +273,16 @@ export class ThreadedEngine {
     for (let i = 0; i < this.readers.length; i++) {
       const r = this.readers[i]!;
       const want = this.outboxes[i]!.sentEvents;
+      // Seen caught up, and nothing posted since: no need to load the count again (quiescent
+      // lookups skip one `Atomics.load`, ~16 ns in Node 20, per shard).
+      if (this.seenApplied[i] === want) continue;
       let spins = 0;
       for (;;) {
         const applied = r.applied;
-        if (applied === want) break;
+        if (applied === want) {
+          this.seenApplied[i] = applied;
+          break;
+        }
         if (r.failed) throw this.shardFailure(i);
         if ((++spins & 255) !== 0) continue;
         const now = performance.now();
