@@ -86,14 +86,14 @@ describe('write sections yield to a queued reader', () => {
     applyBatch(direct, words, emptyCounts());
 
     const header = new Int32Array(new SharedArrayBuffer(HEADER_WORDS * 4));
-    Atomics.add(header, H.TICKET, 1); // the writer holds the lock: ticket 0 is served
+    Atomics.add(header, H.LOCK, 0x10000); // the writer holds the lock: ticket 0 is served
     const tree = new RadixTree();
     const counts = emptyCounts();
     // No one queued: the whole batch in one call.
     const alone = new RadixTree();
     expect(applyBatch(alone, words, emptyCounts(), 0, words.length, header)).toBe(words.length);
     // A reader queued (a second ticket handed out): one record per call.
-    Atomics.add(header, H.TICKET, 1);
+    Atomics.add(header, H.LOCK, 0x10000);
     let at = 0;
     let calls = 0;
     while (at < words.length) {
@@ -106,7 +106,7 @@ describe('write sections yield to a queued reader', () => {
     expect(dumpTuples(tree.dumpEvents())).toEqual(dumpTuples(direct.dumpEvents()));
     expect(dumpTuples(alone.dumpEvents())).toEqual(dumpTuples(direct.dumpEvents()));
     // Once the reader was served (its ticket came up), no more early stops.
-    Atomics.add(header, H.SERVING, 1);
+    Atomics.add(header, H.LOCK, 1);
     expect(hasWaiter(header)).toBe(false);
   });
 });

@@ -13,9 +13,11 @@
  */
 
 export const H = {
-  /** Ticket lock: next ticket, ticket served, threads asleep waiting (tree-lock.ts). */
-  TICKET: 0,
-  SERVING: 1,
+  /**
+   * Ticket lock (tree-lock.ts): one word holding the next ticket (high 16 bits) and the ticket
+   * served (low 16 bits); threads asleep waiting. Word 1 is unused.
+   */
+  LOCK: 0,
   WAITERS: 2,
   /** Layout generation: bumped whenever an array grows or the edge table switches. */
   GEN: 3,
