@@ -21,6 +21,8 @@ import { warmUp } from './warm-up.js';
 import { loadWorkload, workloadPath, type LoadedWorkload } from './workloads.js';
 
 const SHARD_COUNTS = [0, 1, 2];
+/** Rounds of the quiescent rows (see run). */
+const ROUNDS = 5;
 const r2 = (x: number): number => Math.round(x * 100) / 100;
 
 type Row = Record<string, string | number | boolean>;
@@ -46,10 +48,11 @@ async function loaded(w: LoadedWorkload, shards: number, readYourWrites = true):
   return ix;
 }
 
-function timeSync(seqs: BigUint64Array[], n: number, find: (s: BigUint64Array) => unknown): Float64Array {
+/** `n` timed calls (after 1,000 untimed), on the lookups from `from` on, cycling. */
+function timeSync(seqs: BigUint64Array[], n: number, find: (s: BigUint64Array) => unknown, from = 0): Float64Array {
   const lat = new Float64Array(n);
   for (let i = 0; i < n + 1000; i++) {
-    const s = seqs[i % seqs.length]!;
+    const s = seqs[(from + i) % seqs.length]!;
     const t0 = performance.now();
     find(s);
     const dt = performance.now() - t0;
@@ -58,12 +61,13 @@ function timeSync(seqs: BigUint64Array[], n: number, find: (s: BigUint64Array) =
   return lat;
 }
 
-async function timeAsync(seqs: BigUint64Array[], n: number, find: (s: BigUint64Array) => Promise<unknown>, idleMs = 0): Promise<Float64Array> {
+/** `timeSync` for an async call, awaited; with `idleMs`, that much idle time before each. */
+async function timeAsync(seqs: BigUint64Array[], n: number, find: (s: BigUint64Array) => Promise<unknown>, idleMs = 0, from = 0): Promise<Float64Array> {
   const lat = new Float64Array(n);
   const warm = idleMs > 0 ? 20 : 500;
   for (let i = 0; i < n + warm; i++) {
     if (idleMs > 0) await new Promise((r) => setTimeout(r, idleMs));
-    const s = seqs[i % seqs.length]!;
+    const s = seqs[(from + i) % seqs.length]!;
     const t0 = performance.now();
     await find(s);
     const dt = performance.now() - t0;
@@ -95,26 +99,50 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const n = opts.quick ? 5_000 : 30_000;
   const idleN = opts.quick ? 50 : 300;
 
-  // 1. Quiescent and idle lookups on the final tree.
+  // 1. Quiescent and idle lookups on the final tree. Every shard count's indexer is built first,
+  // and the quiescent rows are measured in ROUNDS rounds, each round every shard count in turn,
+  // each row pooling its rounds: a ratio then compares latencies taken in the same seconds, not
+  // a shard count's whole section apart (this VM's speed drifts: the in-thread p50 of one build
+  // measured 0.2-0.5 us within an hour).
   const quiet: Row[] = [];
   const idle: Row[] = [];
   const heap: Row[] = [];
   const result = createMatchResult();
+  const sides: Array<{ shards: number; ix: ShardedIndexer; floor: RoundTrip | null }> = [];
   for (const shards of SHARD_COUNTS) {
-    const ix = await loaded(conv, shards);
-    const floor = shards > 0 ? await RoundTrip.start(shards) : null;
-    const variants: Array<[string, () => Promise<Float64Array>]> = [
-      ['findMatchesInto (sync, no allocation)', async () => timeSync(seqs, n, (s) => ix.findMatchesInto(s, result))],
-      ['findMatches (async, Map)', () => timeAsync(seqs, n, (s) => ix.findMatches(s))],
-    ];
-    if (floor !== null) {
-      variants.push(['port request per shard, port replies (fallback path)', () => timeAsync(seqs, n, (s) => ShardedIndexer.unsafeInternals.findMatchesViaPorts(ix, s))]);
-      variants.push(['floor of the old design: bare thread round trip, no indexer', () => timeAsync(seqs, n, () => floor.ping())]);
+    sides.push({ shards, ix: await loaded(conv, shards), floor: shards > 0 ? await RoundTrip.start(shards) : null });
+  }
+  const perRound = Math.ceil(n / ROUNDS);
+  const pooled = new Map<string, Float64Array[]>();
+  for (let round = 0; round < ROUNDS; round++) {
+    const from = round * perRound;
+    for (const { shards, ix, floor } of sides) {
+      const variants: Array<[string, () => Promise<Float64Array>]> = [
+        ['findMatchesInto (sync, no allocation)', async () => timeSync(seqs, perRound, (s) => ix.findMatchesInto(s, result), from)],
+        ['findMatches (async, Map)', () => timeAsync(seqs, perRound, (s) => ix.findMatches(s), 0, from)],
+      ];
+      if (floor !== null) {
+        variants.push(['port request per shard, port replies (fallback path)', () => timeAsync(seqs, perRound, (s) => ShardedIndexer.unsafeInternals.findMatchesViaPorts(ix, s), 0, from)]);
+        variants.push(['floor of the old design: bare thread round trip, no indexer', () => timeAsync(seqs, perRound, () => floor.ping(), 0, from)]);
+      }
+      for (const [how, time] of variants) {
+        await quiesce(100);
+        const key = `${shards}\u0000${how}`;
+        pooled.set(key, [...(pooled.get(key) ?? []), await time()]);
+      }
     }
-    for (const [how, time] of variants) {
-      await quiesce(300);
-      quiet.push({ shards, lookup: how, ...stats(await time()) });
+  }
+  for (const [key, parts] of pooled) {
+    const [shards, how] = key.split('\u0000') as [string, string];
+    const all = new Float64Array(parts.reduce((k, p) => k + p.length, 0));
+    let at = 0;
+    for (const p of parts) {
+      all.set(p, at);
+      at += p.length;
     }
+    quiet.push({ shards: Number(shards), lookup: how, ...stats(all) });
+  }
+  for (const { shards, ix, floor } of sides) {
     for (const [how, find] of [
       ['findMatches (async)', (s: BigUint64Array) => ix.findMatches(s)],
       ...(floor !== null ? [['floor: bare thread round trip', () => floor.ping()] as const] : []),
@@ -130,6 +158,8 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       grown = process.memoryUsage().heapUsed - before;
     });
     heap.push({ shards, lookups: 100_000, 'heap growth bytes': grown, 'GC runs during them': gcs });
+  }
+  for (const { ix, floor } of sides) {
     await floor?.close();
     await ix.close();
   }
@@ -142,7 +172,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const q99 = ratio('findMatches (async', 'p99 us');
   const idle50 = p(idle, 2, 'findMatches', 'p50 us');
   sections.push(
-    `**Quiescent lookups, back to back**, on the final ${conv.name} tree (${n} per row after a warm-up). With shard threads ` +
+    `**Quiescent lookups, back to back**, on the final ${conv.name} tree (${perRound * ROUNDS} per row: ${ROUNDS} rounds, each shard count in turn, each after a warm-up). With shard threads ` +
       'both product calls read the shards\' trees in shared memory on the calling thread, under each shard\'s lock. ' +
       'The port path is the ordered fallback (lagging shards with read-your-writes, or `expirationMs`); the floor is what ' +
       `every lookup through threads used to pay at least.\n\n${table(quiet)}\n\n` +
