@@ -10,8 +10,10 @@
  * copied as id words (`bulk`) and take their ids from `IdCache`.
  *
  * Against the previous gathering (every shard's matches written as id words into one scratch
- * result, then every id taken from `IdCache`): 2-shard Map lookups on hot data, conversation
- * tree, 0.53 -> 0.45 us (mean of 500k, a probe on the 2-core dev VM).
+ * result, then every id taken from `IdCache`): the 2-shard Map lookup on hot data, conversation
+ * tree, 0.64 -> 0.47-0.49 us (mean of 300k, both builds in the same host phase, 2-core dev VM).
+ * Under the lock it only stores references and numbers; its arrays grow there only when a
+ * lookup lists more workers than any before.
  */
 import type { OverlapScores } from '../../protocol/types.js';
 import { MatchResult } from '../../tree/match-result.js';
