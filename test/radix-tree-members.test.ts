@@ -38,12 +38,12 @@ function memberOffset(tree: RadixTree, path: BigUint64Array, depth: number): num
   for (let i = 0; i < depth; i++) {
     const lo = Number(path[i]! & 0xffffffffn);
     const hi = Number(path[i]! >> 32n);
-    let c = n.firstChild[node]!;
-    while (c !== -1 && !(n.tokLo[c] === lo && n.tokHi[c] === hi)) c = n.nextSib[c]!;
+    let c = n.firstChild(node);
+    while (c !== -1 && !(n.tokLo(c) === (lo | 0) && n.tokHi(c) === (hi | 0))) c = n.nextSib[c]!;
     if (c === -1) throw new Error(`no node at depth ${i + 1}`);
     node = c;
   }
-  const w = n.w0[node]!;
+  const w = n.w0(node);
   return w >= 0 ? -1 : n.members.pMOff[-w - 2]!;
 }
 

@@ -2,7 +2,7 @@
  * Open-addressing table of the tree's edges: (parent node, tokens hash) -> child node.
  *
  * Slots hold only `child + 1` (0 = empty); the key is read back from the node arrays of the
- * child (`parent`, `tokLo`, `tokHi`), so an edge costs 4 bytes per slot instead of 16. Linear
+ * child (`parent`, and the tokens hash in its `node` record), so an edge costs 4 bytes per slot instead of 16. Linear
  * probing with backward-shift deletion (no tombstones, so lookups never slow down with churn).
  * Load stays at or below 0.75.
  *
@@ -13,7 +13,7 @@
  * buffers and publishes which one is active.
  */
 import { MAX_SHARED_BYTES } from './array-store.js';
-import type { NodeId, NodeStore } from './node-store.js';
+import { NODE_WORDS, N_HI, N_LO, type NodeId, type NodeStore } from './node-store.js';
 
 export function edgeHash(parent: number, lo: number, hi: number): number {
   let h = Math.imul(lo ^ Math.imul(parent, 0x9e3779b1), 0x85ebca6b) ^ Math.imul(hi, 0xc2b2ae35);
@@ -26,7 +26,7 @@ export function edgeHash(parent: number, lo: number, hi: number): number {
  * one probe loop of the tree's writer and of lookups reading a shard's tree from shared memory.
  */
 export function findEdge(
-  slots: Int32Array, mask: number, par: Int32Array, tl: Uint32Array, th: Uint32Array,
+  slots: Int32Array, mask: number, par: Int32Array, node: Int32Array,
   parent: number, lo: number, hi: number,
 ): number {
   let i = edgeHash(parent, lo, hi) & mask;
@@ -37,9 +37,16 @@ export function findEdge(
     const v = slots[i]!;
     if (v === 0) return -1;
     const c = v - 1;
-    if ((tl[c]! | 0) === lo32 && (th[c]! | 0) === hi32 && par[c] === parent) return c;
+    const r = c * NODE_WORDS;
+    if (node[r + N_LO] === lo32 && node[r + N_HI] === hi32 && par[c] === parent) return c;
     i = (i + 1) & mask;
   }
+}
+
+/** The edge hash of `child` (its parent and tokens hash, from the node arrays). */
+function childHash(nodes: NodeStore, child: number): number {
+  const r = child * NODE_WORDS;
+  return edgeHash(nodes.parent[child]!, nodes.node[r + N_LO]!, nodes.node[r + N_HI]!);
 }
 
 /** Where a shared table publishes a switch: the active buffer (0 or 1) and its mask. */
@@ -86,7 +93,7 @@ export class EdgeTable {
   /** The child of `parent` keyed by the tokens hash (lo, hi), or -1. */
   find(parent: number, lo: number, hi: number): number {
     const n = this.nodes;
-    return findEdge(this.slots, this.mask, n.parent, n.tokLo, n.tokHi, parent, lo, hi);
+    return findEdge(this.slots, this.mask, n.parent, n.node, parent, lo, hi);
   }
 
   /**
@@ -139,7 +146,7 @@ export class EdgeTable {
     const slots = this.slots;
     const mask = this.mask;
     const nodes = this.nodes;
-    let i = edgeHash(nodes.parent[child]!, nodes.tokLo[child]!, nodes.tokHi[child]!) & mask;
+    let i = childHash(nodes, child) & mask;
     while (slots[i] !== child + 1) i = (i + 1) & mask;
     this.count--;
     // Backward-shift: move later entries of the cluster into the hole when their home allows.
@@ -151,7 +158,7 @@ export class EdgeTable {
         const v = slots[j]!;
         if (v === 0) return;
         const c = v - 1;
-        const home = edgeHash(nodes.parent[c]!, nodes.tokLo[c]!, nodes.tokHi[c]!) & mask;
+        const home = childHash(nodes, c) & mask;
         // The entry at j may move to i unless its home lies cyclically in (i, j].
         if (i <= j ? home <= i || home > j : home <= i && home > j) {
           slots[i] = v;
@@ -167,8 +174,7 @@ export class EdgeTable {
   }
 
   private place(slots: Int32Array, mask: number, child: number): void {
-    const nodes = this.nodes;
-    let i = edgeHash(nodes.parent[child]!, nodes.tokLo[child]!, nodes.tokHi[child]!) & mask;
+    let i = childHash(this.nodes, child) & mask;
     while (slots[i] !== 0) i = (i + 1) & mask;
     slots[i] = child + 1;
   }

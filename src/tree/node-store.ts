@@ -29,19 +29,33 @@ export type PairRef = number & { readonly __brand: 'PairRef' };
 export const ROOT = 0 as NodeId;
 export const NONE = -1;
 
+/**
+ * The node fields a lookup reads at every step, packed into one record of `node`: the tokens
+ * hash halves (as int32), the first child and the worker set word. A step of the walk then
+ * reads one 16-byte record instead of four arrays: on the conversation workload a lookup
+ * touches 14.3 distinct 4 KiB pages of the tree instead of 20.2 (count of the walk's reads),
+ * and after 10 ms of idle time each page costs ~0.4 us to reach again on the 2-core dev VM.
+ */
+export const NODE_WORDS = 4;
+export const N_LO = 0;
+export const N_HI = 1;
+export const N_CHILD = 2;
+export const N_W0 = 3;
+
 const MIN_CAPACITY = 1024;
 const L = LOCAL_STORE;
 
 export class NodeStore {
   // Node arrays, indexed by NodeId.
   parent: Int32Array;
-  tokLo: Uint32Array;
-  tokHi: Uint32Array;
-  firstChild: Int32Array;
+  /**
+   * Per node, `NODE_WORDS` words: tokens hash halves (int32), first child, and the worker set
+   * word (`w0`: the single worker's slot, NONE, or the encoded head of the overflow list, see
+   * above). Read through the accessors below outside the lookup walk.
+   */
+  node: Int32Array;
   nextSib: Int32Array;
   prevSib: Int32Array;
-  /** Single worker's slot, NONE, or the encoded head of the overflow list (see above). */
-  w0: Int32Array;
   h0Lo: Uint32Array;
   h0Hi: Uint32Array;
   private nodeCap: number;
@@ -89,12 +103,10 @@ export class NodeStore {
     const cap = Math.max(2, capacity);
     this.nodeCap = cap;
     this.parent = store.int32(cap, NONE);
-    this.tokLo = store.uint32(cap);
-    this.tokHi = store.uint32(cap);
-    this.firstChild = store.int32(cap, NONE);
+    // Every word NONE: a free node's tokens hash is never read, its child and worker word are.
+    this.node = store.int32(cap * NODE_WORDS, NONE);
     this.nextSib = L.int32(cap, NONE);
     this.prevSib = L.int32(cap, NONE);
-    this.w0 = store.int32(cap, NONE);
     this.h0Lo = L.uint32(cap);
     this.h0Hi = L.uint32(cap);
     const pairs = Math.min(64, cap);
@@ -134,6 +146,28 @@ export class NodeStore {
     this.slotHi[slot] = idHi;
   }
 
+  /** The single worker's slot, NONE, or the encoded overflow head of `id` (see above). */
+  w0(id: number): number {
+    return this.node[id * NODE_WORDS + N_W0]!;
+  }
+
+  setW0(id: number, w: number): void {
+    this.node[id * NODE_WORDS + N_W0] = w;
+  }
+
+  firstChild(id: number): number {
+    return this.node[id * NODE_WORDS + N_CHILD]!;
+  }
+
+  /** Tokens hash halves of `id`, as int32. */
+  tokLo(id: number): number {
+    return this.node[id * NODE_WORDS + N_LO]!;
+  }
+
+  tokHi(id: number): number {
+    return this.node[id * NODE_WORDS + N_HI]!;
+  }
+
   private draw(): number {
     let x = this.keySeed;
     x ^= x << 13;
@@ -169,10 +203,12 @@ export class NodeStore {
     }
     this.liveNodes++;
     this.parent[id] = parent;
-    this.tokLo[id] = lo;
-    this.tokHi[id] = hi;
-    this.firstChild[id] = NONE;
-    this.w0[id] = worker;
+    const r = id * NODE_WORDS;
+    const node = this.node;
+    node[r + N_LO] = lo;
+    node[r + N_HI] = hi;
+    node[r + N_CHILD] = NONE;
+    node[r + N_W0] = worker;
     this.h0Lo[id] = hLo;
     this.h0Hi[id] = hHi;
     return id as NodeId;
@@ -181,11 +217,11 @@ export class NodeStore {
   /** Links a node `allocUnlinked` made as its parent's first child. */
   link(id: NodeId): void {
     const parent = this.parent[id]!;
-    const head = this.firstChild[parent]!;
+    const head = this.firstChild(parent);
     this.nextSib[id] = head;
     this.prevSib[id] = NONE;
     if (head !== NONE) this.prevSib[head] = id;
-    this.firstChild[parent] = id;
+    this.node[parent * NODE_WORDS + N_CHILD] = id;
   }
 
   /** Unlinks a node from its parent's child list (the edge table is the caller's business). */
@@ -193,13 +229,13 @@ export class NodeStore {
     const prev = this.prevSib[id]!;
     const next = this.nextSib[id]!;
     if (prev !== NONE) this.nextSib[prev] = next;
-    else this.firstChild[this.parent[id]!] = next;
+    else this.node[this.parent[id]! * NODE_WORDS + N_CHILD] = next;
     if (next !== NONE) this.prevSib[next] = prev;
   }
 
   /** Returns a detached node (no pairs left, children already handled) to the free list. */
   freeNodeId(id: NodeId): void {
-    this.w0[id] = NONE;
+    this.setW0(id, NONE);
     this.parent[id] = this.freeNode;
     this.freeNode = id;
     this.liveNodes--;
@@ -207,7 +243,7 @@ export class NodeStore {
 
   /** Head of the node's overflow list, or NONE when it holds a single inline pair (or none). */
   head(node: number): number {
-    const w = this.w0[node]!;
+    const w = this.w0(node);
     return w < NONE ? -w - 2 : NONE;
   }
 
@@ -241,7 +277,7 @@ export class NodeStore {
       this.pFpHi[p] = this.keyHi[worker]!;
       m.pMOff[p] = NONE;
     }
-    this.w0[node] = -p - 2;
+    this.setW0(node, -p - 2);
     this.pairs.insert(p);
     m.added(this, node, p, worker, this.pCnt[p]!);
     return ~p as PairRef;
@@ -253,7 +289,7 @@ export class NodeStore {
     const prev = this.pPrev[p]!;
     const next = this.pNext[p]!;
     const node = this.pNode[p]!;
-    const head = prev === NONE ? p : -this.w0[node]! - 2;
+    const head = prev === NONE ? p : -this.w0(node) - 2;
     const w = this.pWorker[p]!;
     // The list's count and fingerprint, without this pair, go to its (possibly new) head.
     const newHead = head === p ? next : head;
@@ -266,7 +302,7 @@ export class NodeStore {
       m.removing(this, node, newHead, p, this.pCnt[newHead]!);
     }
     if (prev !== NONE) this.pNext[prev] = next;
-    else this.w0[node] = next === NONE ? NONE : -next - 2;
+    else this.setW0(node, next === NONE ? NONE : -next - 2);
     if (next !== NONE) this.pPrev[next] = prev;
     this.pNext[p] = this.freePair;
     this.pNode[p] = NONE; // a freed pair belongs to no node (radix-tree.ts `holds`)
@@ -295,12 +331,9 @@ export class NodeStore {
     const cap = Math.ceil(this.nodeCap * 1.25);
     const s = this.store;
     this.parent = s.growInt32(this.parent, cap, NONE);
-    this.tokLo = s.growUint32(this.tokLo, cap);
-    this.tokHi = s.growUint32(this.tokHi, cap);
-    this.firstChild = s.growInt32(this.firstChild, cap, NONE);
+    this.node = s.growInt32(this.node, cap * NODE_WORDS, NONE);
     this.nextSib = L.growInt32(this.nextSib, cap, NONE);
     this.prevSib = L.growInt32(this.prevSib, cap, NONE);
-    this.w0 = s.growInt32(this.w0, cap, NONE);
     this.h0Lo = L.growUint32(this.h0Lo, cap);
     this.h0Hi = L.growUint32(this.h0Hi, cap);
     this.nodeCap = cap;

@@ -146,8 +146,7 @@ export class RadixTree {
     const sab = (a: Int32Array | Uint32Array): SharedArrayBuffer => a.buffer as SharedArrayBuffer;
     const [edgesA, edgesB] = this.edges.buffers!;
     return {
-      header: sab(this.header), parent: sab(n.parent), tokLo: sab(n.tokLo), tokHi: sab(n.tokHi),
-      firstChild: sab(n.firstChild), w0: sab(n.w0), pWorker: sab(n.pWorker), pNext: sab(n.pNext),
+      header: sab(this.header), parent: sab(n.parent), node: sab(n.node), pWorker: sab(n.pWorker), pNext: sab(n.pNext),
       pCnt: sab(n.pCnt), pFpLo: sab(n.pFpLo), pFpHi: sab(n.pFpHi), keyLo: sab(n.keyLo), keyHi: sab(n.keyHi),
       edgesA, edgesB, slotLo: sab(n.slotLo), slotHi: sab(n.slotHi),
       pMOff: sab(n.members.pMOff), mIds: sab(n.members.mIds),
@@ -345,7 +344,7 @@ export class RadixTree {
     if (this.pairs <= this.budget.max) return;
     const nodes = this.nodes;
     this.budget.enforce(nodes, () => this.pairs, (id) => {
-      const w = nodes.w0[id]!;
+      const w = nodes.w0(id);
       const h = nodes.head(id);
       if (w >= 0) this.dropPair(id as PairRef, this.tables[w]!);
       else this.dropPair(~h as PairRef, this.tables[nodes.pWorker[h]!]!);
@@ -415,7 +414,7 @@ export class RadixTree {
   /** Whether pair `ref` is live and the worker's in `slot` (no pair is allocated while removing). */
   private holds(ref: PairRef, slot: number): boolean {
     const nodes = this.nodes;
-    return ref >= 0 ? nodes.w0[ref] === slot : nodes.pNode[~ref] !== NONE && nodes.pWorker[~ref] === slot;
+    return ref >= 0 ? nodes.w0(ref) === slot : nodes.pNode[~ref] !== NONE && nodes.pWorker[~ref] === slot;
   }
 
   /**
@@ -500,10 +499,7 @@ export class RadixTree {
     const a = this.arrays;
     const n = this.nodes;
     a.parent = n.parent;
-    a.tokLo = n.tokLo;
-    a.tokHi = n.tokHi;
-    a.firstChild = n.firstChild;
-    a.w0 = n.w0;
+    a.node = n.node;
     a.pWorker = n.pWorker;
     a.pNext = n.pNext;
     a.pCnt = n.pCnt;
@@ -611,8 +607,8 @@ export class RadixTree {
     // Most nodes have one child: compare the first child before probing the edge table
     // (lookup p99 on the conversation tree measured 22 -> 14 us).
     const nodes = this.nodes;
-    const c = nodes.firstChild[cur]!;
-    if (c !== NONE && (nodes.tokLo[c]! | 0) === (lo | 0) && (nodes.tokHi[c]! | 0) === (hi | 0)) return c;
+    const c = nodes.firstChild(cur);
+    if (c !== NONE && nodes.tokLo(c) === (lo | 0) && nodes.tokHi(c) === (hi | 0)) return c;
     return c === NONE ? NONE : this.edges.find(cur, lo, hi);
   }
 
@@ -634,7 +630,7 @@ export class RadixTree {
   /** Puts the worker on an existing node with this external hash (idempotent, or a rehash). */
   private addPair(node: NodeId, slot: WorkerSlot, table: WorkerTable, lo: number, hi: number): void {
     const nodes = this.nodes;
-    const w = nodes.w0[node]!;
+    const w = nodes.w0(node);
     if (w === slot) {
       if ((nodes.h0Lo[node]! | 0) === (lo | 0) && (nodes.h0Hi[node]! | 0) === (hi | 0)) return;
       table.remove(nodes.h0Lo[node]! | 0, nodes.h0Hi[node]! | 0);
@@ -647,7 +643,7 @@ export class RadixTree {
       // A second worker: move the inline pair into the overflow list and repoint its lookup.
       const hLo = nodes.h0Lo[node]!;
       const hHi = nodes.h0Hi[node]!;
-      nodes.w0[node] = NONE;
+      nodes.setW0(node, NONE);
       this.tables[w]!.repoint(hLo | 0, hHi | 0, nodes.allocPair(node, w as WorkerSlot, hLo, hHi));
     } else {
       // O(1) membership (pair-index.ts): walking the list made a block shared by thousands of
@@ -676,7 +672,7 @@ export class RadixTree {
     if (ref >= 0) {
       const node = ref as number as NodeId;
       if (!forgetLater) table.remove(nodes.h0Lo[node]! | 0, nodes.h0Hi[node]! | 0);
-      nodes.w0[node] = NONE;
+      nodes.setW0(node, NONE);
       this.detach(node);
       return;
     }
@@ -692,7 +688,7 @@ export class RadixTree {
       nodes.h0Hi[node] = nodes.pHi[h]!;
       this.tables[w]!.repoint(nodes.pLo[h]! | 0, nodes.pHi[h]! | 0, node as PairRef);
       nodes.freePairIndex(h);
-      nodes.w0[node] = w;
+      nodes.setW0(node, w);
     }
   }
 
@@ -702,7 +698,7 @@ export class RadixTree {
     const edges = this.edges;
     edges.remove(top);
     nodes.unlink(top);
-    if (nodes.firstChild[top] === NONE) {
+    if (nodes.firstChild(top) === NONE) {
       // Leaf: the common case (engines evict leaf first), no walk needed.
       this.uses.forget(top);
       nodes.freeNodeId(top);
@@ -712,11 +708,11 @@ export class RadixTree {
     stack.push(top);
     while (stack.length > 0) {
       const id = stack.pop()! as NodeId;
-      for (let c = nodes.firstChild[id]!; c !== NONE; c = nodes.nextSib[c]!) {
+      for (let c = nodes.firstChild(id); c !== NONE; c = nodes.nextSib[c]!) {
         edges.remove(c as NodeId);
         stack.push(c);
       }
-      const w = nodes.w0[id]!;
+      const w = nodes.w0(id);
       if (w >= 0) {
         this.tables[w]!.remove(nodes.h0Lo[id]! | 0, nodes.h0Hi[id]! | 0);
         this.pairs--;

@@ -25,7 +25,8 @@ export interface TrailTree {
 export function walkWithTrail(
   tree: TrailTree, score: Int32Array, touched: number[], words: Uint32Array, off: number, n: number, earlyExit: boolean,
 ): OverlapScores {
-  const { w0, pWorker, pNext } = tree.nodes;
+  const nodes = tree.nodes;
+  const { pWorker, pNext } = nodes;
   const frequencies: number[] = [];
   const uses = tree.uses;
   const t = uses.now();
@@ -33,7 +34,7 @@ export function walkWithTrail(
   for (let i = 0; i < n; i++) {
     const child = tree.childOf(cur, words[off + 2 * i]!, words[off + 2 * i + 1]!);
     if (child < 0) break;
-    const s = w0[child]!;
+    const s = nodes.w0(child);
     const single = s >= 0;
     if (single) {
       const v = score[s]!;

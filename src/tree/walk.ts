@@ -22,14 +22,13 @@
  */
 import { findEdge } from './edge-table.js';
 import type { MatchResult } from './match-result.js';
+import { NODE_WORDS, N_CHILD, N_HI, N_LO, N_W0 } from './node-store.js';
 
 /** The arrays a lookup reads (views of the tree's own, or of shared memory). */
 export interface LookupArrays {
   parent: Int32Array;
-  tokLo: Uint32Array;
-  tokHi: Uint32Array;
-  firstChild: Int32Array;
-  w0: Int32Array;
+  /** Node records (node-store.ts `NODE_WORDS`): tokens hash halves, first child, worker set. */
+  node: Int32Array;
   pWorker: Int32Array;
   pNext: Int32Array;
   pCnt: Int32Array;
@@ -61,7 +60,7 @@ export function emptyLookupArrays(): LookupArrays {
   const i = (): Int32Array => new Int32Array(0);
   const u = (): Uint32Array => new Uint32Array(0);
   return {
-    parent: i(), tokLo: u(), tokHi: u(), firstChild: i(), w0: i(), pWorker: i(), pNext: i(),
+    parent: i(), node: i(), pWorker: i(), pNext: i(),
     pCnt: i(), pFpLo: u(), pFpHi: u(), keyLo: u(), keyHi: u(), edges: i(), edgeMask: 0,
     pMOff: i(), mIds: u(), slotLo: u(), slotHi: u(),
   };
@@ -113,7 +112,7 @@ export class WalkScratch {
    * exactly one worker.
    */
   walk(a: LookupArrays, words: Uint32Array, off: number, n: number, earlyExit: boolean): number {
-    const { parent, tokLo, tokHi, firstChild, w0, pWorker, pNext, pCnt, pFpLo, pFpHi, keyLo, keyHi, edges, edgeMask, pMOff } = a;
+    const { parent, node, pWorker, pNext, pCnt, pFpLo, pFpHi, keyLo, keyHi, edges, edgeMask, pMOff } = a;
     if (this.stamp > STAMP_LIMIT) {
       this.mark.fill(0);
       this.stamp = 0;
@@ -139,16 +138,18 @@ export class WalkScratch {
     let bulkEnd = -1;
     this.exemptCount = 0;
     for (let i = 0; i < n; i++) {
-      const lo = words[off + 2 * i]!;
-      const hi = words[off + 2 * i + 1]!;
+      // As int32, the form of the node records' halves.
+      const lo = words[off + 2 * i]! | 0;
+      const hi = words[off + 2 * i + 1]! | 0;
       // Most nodes have one child: compare the first child before probing the edge table
       // (lookup p99 on the conversation tree measured 22 -> 14 us).
-      const c = firstChild[cur]!;
+      const c = node[cur * NODE_WORDS + N_CHILD]!;
       if (c === NONE) break;
-      const child = tokLo[c] === lo && tokHi[c] === hi ? c : findEdge(edges, edgeMask, parent, tokLo, tokHi, cur, lo, hi);
+      const rc = c * NODE_WORDS;
+      const child = node[rc + N_LO] === lo && node[rc + N_HI] === hi ? c : findEdge(edges, edgeMask, parent, node, cur, lo, hi);
       if (child < 0) break;
       depth = i + 1;
-      const s = w0[child]!;
+      const s = node[child * NODE_WORDS + N_W0]!;
       let cnt: number;
       let fLo: number;
       let fHi: number;
@@ -194,7 +195,7 @@ export class WalkScratch {
             }
           }
           if (prev !== NONE) {
-            const ps = w0[prev]!;
+            const ps = node[prev * NODE_WORDS + N_W0]!;
             if (ps >= 0) {
               if (mark[ps] === prevStamp) score[ps] = score[ps]! + depth - runStart[ps]!;
             } else {
@@ -224,7 +225,7 @@ export class WalkScratch {
     if (bulk !== NONE) this.bulkScore = bulkEnd - 1;
     // Close the runs still open at the last node.
     if (prev !== NONE) {
-      const ps = w0[prev]!;
+      const ps = node[prev * NODE_WORDS + N_W0]!;
       if (ps >= 0) {
         score[ps] = score[ps]! + depth + 1 - runStart[ps]!;
       } else {

@@ -114,10 +114,7 @@ export class TreeReader {
     const u32 = (b: SharedArrayBuffer): Uint32Array => new Uint32Array(b, 0, b.byteLength >>> 2);
     const a = this.arrays;
     a.parent = i32(l.parent);
-    a.tokLo = u32(l.tokLo);
-    a.tokHi = u32(l.tokHi);
-    a.firstChild = i32(l.firstChild);
-    a.w0 = i32(l.w0);
+    a.node = i32(l.node);
     a.pWorker = i32(l.pWorker);
     a.pNext = i32(l.pNext);
     a.pCnt = i32(l.pCnt);
