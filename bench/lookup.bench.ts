@@ -61,12 +61,11 @@ function timeSync(seqs: BigUint64Array[], n: number, find: (s: BigUint64Array) =
   return lat;
 }
 
-/** `timeSync` for an async call, awaited; with `idleMs`, that much idle time before each. */
-async function timeAsync(seqs: BigUint64Array[], n: number, find: (s: BigUint64Array) => Promise<unknown>, idleMs = 0, from = 0): Promise<Float64Array> {
+/** `timeSync` for an async call, awaited. */
+async function timeAsync(seqs: BigUint64Array[], n: number, find: (s: BigUint64Array) => Promise<unknown>, from = 0): Promise<Float64Array> {
   const lat = new Float64Array(n);
-  const warm = idleMs > 0 ? 20 : 500;
+  const warm = 500;
   for (let i = 0; i < n + warm; i++) {
-    if (idleMs > 0) await new Promise((r) => setTimeout(r, idleMs));
     const s = seqs[(from + i) % seqs.length]!;
     const t0 = performance.now();
     await find(s);
@@ -74,6 +73,56 @@ async function timeAsync(seqs: BigUint64Array[], n: number, find: (s: BigUint64A
     if (i >= warm) lat[i - warm] = dt * 1000;
   }
   return lat;
+}
+
+/** Pages of the host-floor row: about what one shard's walk reads (node-store.ts NODE_WORDS). */
+const FLOOR_PAGES = 16;
+const floorPages = new Int32Array((64 << 20) >> 2);
+let floorSink = 0;
+
+/** Reads one word of each of `FLOOR_PAGES` random 4 KiB pages of a 64 MiB array. */
+function readRandomPages(seed: number): void {
+  let x = seed | 1;
+  for (let i = 0; i < FLOOR_PAGES; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    floorSink ^= floorPages[((x >>> 0) % (floorPages.length >> 10)) << 10]!;
+  }
+}
+
+/**
+ * Idle rows: 10 ms of idle time before each call. Every call of a round goes to each row in
+ * turn (rows interleaved call by call, as the quiescent rows are round by round): how long a
+ * core takes to come back from idle drifts on this VM by the hour (in-thread p50 measured 3 us
+ * and 22 us on different runs of one build), so the rows compare calls made in the same
+ * seconds. Two host rows are measured in the same rounds: an empty async call, and reads of
+ * random pages, a floor for what touching a walk's memory again costs after idle.
+ */
+async function idleRows(
+  sides: Array<{ shards: number; ix: ShardedIndexer; floor: RoundTrip | null }>, seqs: BigUint64Array[], n: number,
+): Promise<Row[]> {
+  floorPages.fill(1);
+  const rows: Array<{ shards: number | string; lookup: string; call: (s: BigUint64Array, i: number) => Promise<unknown> }> = [];
+  for (const { shards, ix, floor } of sides) {
+    rows.push({ shards, lookup: 'findMatches (async)', call: (s) => ix.findMatches(s) });
+    if (floor !== null) rows.push({ shards, lookup: 'floor: bare thread round trip', call: () => floor.ping() });
+  }
+  rows.push({ shards: '-', lookup: 'host: an empty async call', call: async () => undefined });
+  rows.push({ shards: '-', lookup: `host: ${FLOOR_PAGES} reads of random 4 KiB pages`, call: async (_s, i) => readRandomPages(i + 1) });
+  const lat = rows.map(() => new Float64Array(n));
+  const warm = 20;
+  for (let i = 0; i < n + warm; i++) {
+    const s = seqs[i % seqs.length]!;
+    for (let r = 0; r < rows.length; r++) {
+      await new Promise((done) => setTimeout(done, 10));
+      const t0 = performance.now();
+      await rows[r]!.call(s, i);
+      const dt = performance.now() - t0;
+      if (i >= warm) lat[r]![i - warm] = dt * 1000;
+    }
+  }
+  return rows.map((r, k) => ({ shards: r.shards, lookup: r.lookup, 'idle before each': '10 ms', ...stats(lat[k]!) }));
 }
 
 /** GC runs (any kind) while `fn` runs. */
@@ -119,11 +168,11 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     for (const { shards, ix, floor } of sides) {
       const variants: Array<[string, () => Promise<Float64Array>]> = [
         ['findMatchesInto (sync, no allocation)', async () => timeSync(seqs, perRound, (s) => ix.findMatchesInto(s, result), from)],
-        ['findMatches (async, Map)', () => timeAsync(seqs, perRound, (s) => ix.findMatches(s), 0, from)],
+        ['findMatches (async, Map)', () => timeAsync(seqs, perRound, (s) => ix.findMatches(s), from)],
       ];
       if (floor !== null) {
-        variants.push(['port request per shard, port replies (fallback path)', () => timeAsync(seqs, perRound, (s) => ShardedIndexer.unsafeInternals.findMatchesViaPorts(ix, s), 0, from)]);
-        variants.push(['floor of the old design: bare thread round trip, no indexer', () => timeAsync(seqs, perRound, () => floor.ping(), 0, from)]);
+        variants.push(['port request per shard, port replies (fallback path)', () => timeAsync(seqs, perRound, (s) => ShardedIndexer.unsafeInternals.findMatchesViaPorts(ix, s), from)]);
+        variants.push(['floor of the old design: bare thread round trip, no indexer', () => timeAsync(seqs, perRound, () => floor.ping(), from)]);
       }
       for (const [how, time] of variants) {
         await quiesce(100);
@@ -142,13 +191,8 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     }
     quiet.push({ shards: Number(shards), lookup: how, ...stats(all) });
   }
-  for (const { shards, ix, floor } of sides) {
-    for (const [how, find] of [
-      ['findMatches (async)', (s: BigUint64Array) => ix.findMatches(s)],
-      ...(floor !== null ? [['floor: bare thread round trip', () => floor.ping()] as const] : []),
-    ] as Array<[string, (s: BigUint64Array) => Promise<unknown>]>) {
-      idle.push({ shards, lookup: how, 'idle before each': '10 ms', ...stats(await timeAsync(seqs, idleN, find, 10)) });
-    }
+  idle.push(...(await idleRows(sides, seqs, idleN)));
+  for (const { shards, ix } of sides) {
     // Allocation: 100k findMatchesInto in a row after a GC.
     gc();
     const before = process.memoryUsage().heapUsed;
@@ -165,7 +209,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   }
   rows.push(...quiet.map((r) => ({ suite: 'lookup-quiescent', ...r })), ...idle.map((r) => ({ suite: 'lookup-idle', ...r })));
   rows.push(...heap.map((r) => ({ suite: 'lookup-heap', ...r })));
-  const p = (rs: Row[], shards: number, how: string, k: string): number => rs.find((r) => r['shards'] === shards && String(r['lookup']).startsWith(how))?.[k] as number;
+  const p = (rs: Row[], shards: number | string, how: string, k: string): number => rs.find((r) => r['shards'] === shards && String(r['lookup']).startsWith(how))?.[k] as number;
   const ratio = (how: string, k: string): number => r2(p(quiet, 2, how, k) / p(quiet, 0, how, k));
   const verdict = (ok: boolean): string => (ok ? 'met' : 'NOT met');
   const q50 = ratio('findMatches (async', 'p50 us');
@@ -178,8 +222,11 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       `every lookup through threads used to pay at least.\n\n${table(quiet)}\n\n` +
       `2 shards against shards: 0, findMatches: p50 ${q50}x, p99 ${q99}x (target: within 2x) -> **${verdict(q50 <= 2 && q99 <= 2)}**; ` +
       `findMatchesInto: p50 ${ratio('findMatchesInto', 'p50 us')}x, p99 ${ratio('findMatchesInto', 'p99 us')}x.`,
-    `**Idle lookups**: 10 ms of idle time before each (${idleN} per row). Target: p50 <= 10 us through 2 shards: ` +
-      `${idle50} us -> **${verdict(idle50 <= 10)}**.\n\n${table(idle)}`,
+    `**Idle lookups**: 10 ms of idle time before each call (${idleN} per row), the rows interleaved call by call, with ` +
+      'two host rows measured in the same rounds: an empty async call, and reads of random pages (a lookup walk reads ' +
+      '~14 distinct 4 KiB pages of each tree it walks, counted on this workload). Target: p50 <= 10 us through 2 shards: ' +
+      `${idle50} us -> **${verdict(idle50 <= 10)}** (same rounds: in-thread ${p(idle, 0, 'findMatches', 'p50 us')} us, ` +
+      `${FLOOR_PAGES} random page reads ${p(idle, '-', `host: ${FLOOR_PAGES}`, 'p50 us')} us).\n\n${table(idle)}`,
     `**Allocation**: 100,000 \`findMatchesInto\` in a row into one reused result, after a GC: JS heap growth and ` +
       `GC runs observed during them.\n\n${table(heap)}`,
   );
