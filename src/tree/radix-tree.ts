@@ -147,7 +147,7 @@ export class RadixTree {
     const [edgesA, edgesB] = this.edges.buffers!;
     return {
       header: sab(this.header), parent: sab(n.parent), node: sab(n.node), pWorker: sab(n.pWorker), pNext: sab(n.pNext),
-      pCnt: sab(n.pCnt), pFpLo: sab(n.pFpLo), pFpHi: sab(n.pFpHi), keyLo: sab(n.keyLo), keyHi: sab(n.keyHi),
+      pSet: sab(n.pSet), keyLo: sab(n.keyLo), keyHi: sab(n.keyHi),
       edgesA, edgesB, slotLo: sab(n.slotLo), slotHi: sab(n.slotHi),
       pMOff: sab(n.members.pMOff), mIds: sab(n.members.mIds),
     };
@@ -502,9 +502,7 @@ export class RadixTree {
     a.node = n.node;
     a.pWorker = n.pWorker;
     a.pNext = n.pNext;
-    a.pCnt = n.pCnt;
-    a.pFpLo = n.pFpLo;
-    a.pFpHi = n.pFpHi;
+    a.pSet = n.pSet;
     a.keyLo = n.keyLo;
     a.keyHi = n.keyHi;
     a.edges = this.edges.slotsView;

@@ -45,9 +45,8 @@ export interface SharedTreeLayout {
   node: SharedArrayBuffer;
   pWorker: SharedArrayBuffer;
   pNext: SharedArrayBuffer;
-  pCnt: SharedArrayBuffer;
-  pFpLo: SharedArrayBuffer;
-  pFpHi: SharedArrayBuffer;
+  /** Overflow lists' counts and fingerprints (node-store.ts `SET_WORDS` per pair). */
+  pSet: SharedArrayBuffer;
   keyLo: SharedArrayBuffer;
   keyHi: SharedArrayBuffer;
   edgesA: SharedArrayBuffer;

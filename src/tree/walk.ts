@@ -22,7 +22,7 @@
  */
 import { findEdge } from './edge-table.js';
 import type { MatchResult } from './match-result.js';
-import { NODE_WORDS, N_CHILD, N_HI, N_LO, N_W0 } from './node-store.js';
+import { NODE_WORDS, N_CHILD, N_HI, N_LO, N_W0, SET_WORDS, S_CNT, S_FP_HI, S_FP_LO } from './node-store.js';
 
 /** The arrays a lookup reads (views of the tree's own, or of shared memory). */
 export interface LookupArrays {
@@ -31,9 +31,8 @@ export interface LookupArrays {
   node: Int32Array;
   pWorker: Int32Array;
   pNext: Int32Array;
-  pCnt: Int32Array;
-  pFpLo: Uint32Array;
-  pFpHi: Uint32Array;
+  /** Overflow lists' counts and fingerprints (node-store.ts `SET_WORDS` per pair). */
+  pSet: Int32Array;
   keyLo: Uint32Array;
   keyHi: Uint32Array;
   edges: Int32Array;
@@ -61,7 +60,7 @@ export function emptyLookupArrays(): LookupArrays {
   const u = (): Uint32Array => new Uint32Array(0);
   return {
     parent: i(), node: i(), pWorker: i(), pNext: i(),
-    pCnt: i(), pFpLo: u(), pFpHi: u(), keyLo: u(), keyHi: u(), edges: i(), edgeMask: 0,
+    pSet: i(), keyLo: u(), keyHi: u(), edges: i(), edgeMask: 0,
     pMOff: i(), mIds: u(), slotLo: u(), slotHi: u(),
   };
 }
@@ -112,7 +111,7 @@ export class WalkScratch {
    * exactly one worker.
    */
   walk(a: LookupArrays, words: Uint32Array, off: number, n: number, earlyExit: boolean): number {
-    const { parent, node, pWorker, pNext, pCnt, pFpLo, pFpHi, keyLo, keyHi, edges, edgeMask, pMOff } = a;
+    const { parent, node, pWorker, pNext, pSet, keyLo, keyHi, edges, edgeMask, pMOff } = a;
     if (this.stamp > STAMP_LIMIT) {
       this.mark.fill(0);
       this.stamp = 0;
@@ -155,13 +154,13 @@ export class WalkScratch {
       let fHi: number;
       if (s >= 0) {
         cnt = 1;
-        fLo = keyLo[s]!;
-        fHi = keyHi[s]!;
+        fLo = keyLo[s]! | 0; // int32, as the lists' fingerprints
+        fHi = keyHi[s]! | 0;
       } else {
-        const h = -s - 2;
-        cnt = pCnt[h]!;
-        fLo = pFpLo[h]!;
-        fHi = pFpHi[h]!;
+        const r = (-s - 2) * SET_WORDS;
+        cnt = pSet[r + S_CNT]!;
+        fLo = pSet[r + S_FP_LO]!;
+        fHi = pSet[r + S_FP_HI]!;
       }
       if (prev === NONE || cnt !== activeCnt || fLo !== activeLo || fHi !== activeHi) {
         const stamp = ++this.stamp;

@@ -117,9 +117,7 @@ export class TreeReader {
     a.node = i32(l.node);
     a.pWorker = i32(l.pWorker);
     a.pNext = i32(l.pNext);
-    a.pCnt = i32(l.pCnt);
-    a.pFpLo = u32(l.pFpLo);
-    a.pFpHi = u32(l.pFpHi);
+    a.pSet = i32(l.pSet);
     a.keyLo = u32(l.keyLo);
     a.keyHi = u32(l.keyHi);
     const mask = Atomics.load(h, H.EDGE_MASK);
