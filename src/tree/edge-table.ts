@@ -13,7 +13,7 @@
  * buffers and publishes which one is active.
  */
 import { MAX_SHARED_BYTES } from './array-store.js';
-import { NODE_WORDS, N_HI, N_LO, type NodeId, type NodeStore } from './node-store.js';
+import type { NodeId, NodeStore } from './node-store.js';
 
 export function edgeHash(parent: number, lo: number, hi: number): number {
   let h = Math.imul(lo ^ Math.imul(parent, 0x9e3779b1), 0x85ebca6b) ^ Math.imul(hi, 0xc2b2ae35);
@@ -37,16 +37,16 @@ export function findEdge(
     const v = slots[i]!;
     if (v === 0) return -1;
     const c = v - 1;
-    const r = c * NODE_WORDS;
-    if (node[r + N_LO] === lo32 && node[r + N_HI] === hi32 && par[c] === parent) return c;
+    const r = c * 4; // node records (node-store.ts), offsets as literals
+    if (node[r] === lo32 && node[r + 1] === hi32 && par[c] === parent) return c;
     i = (i + 1) & mask;
   }
 }
 
 /** The edge hash of `child` (its parent and tokens hash, from the node arrays). */
 function childHash(nodes: NodeStore, child: number): number {
-  const r = child * NODE_WORDS;
-  return edgeHash(nodes.parent[child]!, nodes.node[r + N_LO]!, nodes.node[r + N_HI]!);
+  const r = child * 4;
+  return edgeHash(nodes.parent[child]!, nodes.node[r]!, nodes.node[r + 1]!);
 }
 
 /** Where a shared table publishes a switch: the active buffer (0 or 1) and its mask. */

@@ -45,7 +45,7 @@ export interface SharedTreeLayout {
   node: SharedArrayBuffer;
   pWorker: SharedArrayBuffer;
   pNext: SharedArrayBuffer;
-  /** Overflow lists' counts and fingerprints (node-store.ts `SET_WORDS` per pair). */
+  /** Overflow lists' counts and fingerprints (node-store.ts, 3 words per pair). */
   pSet: SharedArrayBuffer;
   keyLo: SharedArrayBuffer;
   keyHi: SharedArrayBuffer;

@@ -22,16 +22,15 @@
  */
 import { findEdge } from './edge-table.js';
 import type { MatchResult } from './match-result.js';
-import { NODE_WORDS, N_CHILD, N_HI, N_LO, N_W0, SET_WORDS, S_CNT, S_FP_HI, S_FP_LO } from './node-store.js';
 
 /** The arrays a lookup reads (views of the tree's own, or of shared memory). */
 export interface LookupArrays {
   parent: Int32Array;
-  /** Node records (node-store.ts `NODE_WORDS`): tokens hash halves, first child, worker set. */
+  /** Node records, 4 words (node-store.ts: tokens hash halves, first child, worker set word). */
   node: Int32Array;
   pWorker: Int32Array;
   pNext: Int32Array;
-  /** Overflow lists' counts and fingerprints (node-store.ts `SET_WORDS` per pair). */
+  /** Overflow lists' counts and fingerprint halves, 3 words per pair (node-store.ts). */
   pSet: Int32Array;
   keyLo: Uint32Array;
   keyHi: Uint32Array;
@@ -142,13 +141,14 @@ export class WalkScratch {
       const hi = words[off + 2 * i + 1]! | 0;
       // Most nodes have one child: compare the first child before probing the edge table
       // (lookup p99 on the conversation tree measured 22 -> 14 us).
-      const c = node[cur * NODE_WORDS + N_CHILD]!;
+      // Record offsets as literals (node-store.ts: a named constant is a load in V8).
+      const c = node[cur * 4 + 2]!;
       if (c === NONE) break;
-      const rc = c * NODE_WORDS;
-      const child = node[rc + N_LO] === lo && node[rc + N_HI] === hi ? c : findEdge(edges, edgeMask, parent, node, cur, lo, hi);
+      const rc = c * 4;
+      const child = node[rc] === lo && node[rc + 1] === hi ? c : findEdge(edges, edgeMask, parent, node, cur, lo, hi);
       if (child < 0) break;
       depth = i + 1;
-      const s = node[child * NODE_WORDS + N_W0]!;
+      const s = node[child * 4 + 3]!;
       let cnt: number;
       let fLo: number;
       let fHi: number;
@@ -157,10 +157,10 @@ export class WalkScratch {
         fLo = keyLo[s]! | 0; // int32, as the lists' fingerprints
         fHi = keyHi[s]! | 0;
       } else {
-        const r = (-s - 2) * SET_WORDS;
-        cnt = pSet[r + S_CNT]!;
-        fLo = pSet[r + S_FP_LO]!;
-        fHi = pSet[r + S_FP_HI]!;
+        const r = (-s - 2) * 3;
+        cnt = pSet[r]!;
+        fLo = pSet[r + 1]!;
+        fHi = pSet[r + 2]!;
       }
       if (prev === NONE || cnt !== activeCnt || fLo !== activeLo || fHi !== activeHi) {
         const stamp = ++this.stamp;
@@ -194,7 +194,7 @@ export class WalkScratch {
             }
           }
           if (prev !== NONE) {
-            const ps = node[prev * NODE_WORDS + N_W0]!;
+            const ps = node[prev * 4 + 3]!;
             if (ps >= 0) {
               if (mark[ps] === prevStamp) score[ps] = score[ps]! + depth - runStart[ps]!;
             } else {
@@ -224,7 +224,7 @@ export class WalkScratch {
     if (bulk !== NONE) this.bulkScore = bulkEnd - 1;
     // Close the runs still open at the last node.
     if (prev !== NONE) {
-      const ps = node[prev * NODE_WORDS + N_W0]!;
+      const ps = node[prev * 4 + 3]!;
       if (ps >= 0) {
         score[ps] = score[ps]! + depth + 1 - runStart[ps]!;
       } else {
