@@ -75,7 +75,7 @@ async function timeAsync(seqs: BigUint64Array[], n: number, find: (s: BigUint64A
   return lat;
 }
 
-/** Pages of the host-floor row: about what one shard's walk reads (node-store.ts NODE_WORDS). */
+/** Pages of the host-floor row: about what one shard's walk reads (12.3 pages, node-store.ts). */
 const FLOOR_PAGES = 16;
 const floorPages = new Int32Array((64 << 20) >> 2);
 let floorSink = 0;
@@ -224,7 +224,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       `findMatchesInto: p50 ${ratio('findMatchesInto', 'p50 us')}x, p99 ${ratio('findMatchesInto', 'p99 us')}x.`,
     `**Idle lookups**: 10 ms of idle time before each call (${idleN} per row), the rows interleaved call by call, with ` +
       'two host rows measured in the same rounds: an empty async call, and reads of random pages (a lookup walk reads ' +
-      '~14 distinct 4 KiB pages of each tree it walks, counted on this workload). Target: p50 <= 10 us through 2 shards: ' +
+      '~12 distinct 4 KiB pages of each tree it walks, counted on this workload). Target: p50 <= 10 us through 2 shards: ' +
       `${idle50} us -> **${verdict(idle50 <= 10)}** (same rounds: in-thread ${p(idle, 0, 'findMatches', 'p50 us')} us, ` +
       `${FLOOR_PAGES} random page reads ${p(idle, '-', `host: ${FLOOR_PAGES}`, 'p50 us')} us).\n\n${table(idle)}`,
     `**Allocation**: 100,000 \`findMatchesInto\` in a row into one reused result, after a GC: JS heap growth and ` +
