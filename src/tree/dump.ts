@@ -85,7 +85,7 @@ export function dumpTree(tree: RadixTree, sink: DumpSink): void {
 
   // `holds` without reading the hash: the scan below only asks whether a parent holds the
   // worker, and by then the chains have pulled that parent's hash arrays through the cache
-  // long ago; skipping them keeps the scan to two streams (w0, parent).
+  // long ago; skipping them keeps the scan to two streams (node records, parent).
   const has = (node: number, slot: number): boolean => {
     const w = rec[node * 4 + 3]!;
     if (w === slot) return true;

@@ -1,8 +1,8 @@
 /**
  * Open-addressing table of the tree's edges: (parent node, tokens hash) -> child node.
  *
- * Slots hold only `child + 1` (0 = empty); the key is read back from the node arrays of the
- * child (`parent`, and the tokens hash in its `node` record), so an edge costs 4 bytes per slot instead of 16. Linear
+ * Slots hold only `child + 1` (0 = empty); the key is read back from the child's `parent` and
+ * the tokens hash in its node record, so an edge costs 4 bytes per slot instead of 16. Linear
  * probing with backward-shift deletion (no tombstones, so lookups never slow down with churn).
  * Load stays at or below 0.75.
  *

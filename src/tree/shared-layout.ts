@@ -2,8 +2,8 @@
  * The part of a shard's tree that lookups on another thread read, in shared memory: the edge
  * table (two buffers: a resized table is built in the inactive one while readers keep using
  * the active one, then switched), each node's parent and its record (tokens-hash key, first
- * child and worker set), the overflow pairs' worker and next links and their lists' counts and fingerprints, the
- * slots' fingerprint keys, and the slot -> worker id table. Everything
+ * child and worker set), the overflow pairs' worker and next links and their lists' counts
+ * and fingerprints, the slots' fingerprint keys, and the slot -> worker id table. Everything
  * else (the per-worker external-hash lookups, sibling links, free lists) stays private to the
  * shard thread, as in Dynamo.
  *
