@@ -8,8 +8,8 @@
  * whose head is encoded in the same `w0` word. A node costs 36 bytes of arrays, a pair about 55
  * bytes with the tables, instead of ~70 with a separate pair record per worker.
  *
- * `w0` (word 3 of a node's record, below): >= 0 the single worker's slot; -1 (NONE) no pairs (root, free node); <= -2 the
- * head of the overflow list, `-w0 - 2`.
+ * `w0` (word 3 of a node's record, below): >= 0 the single worker's slot; -1 (NONE) no pairs
+ * (root, free node); <= -2 the head of the overflow list, `-w0 - 2`.
  *
  * Pair references (`PairRef`) name a pair without an object: a value >= 0 is the inline pair of
  * that node id, a value < 0 is overflow pair `~ref`.
