@@ -52,6 +52,11 @@ interface WindowResult {
   p99Us: number;
   p999Us: number;
   maxUs: number;
+  /**
+   * Shard lookups in the window that found their shard's writer stopped inside a write section
+   * (descheduled): answered past it, and tried but then waited (ShardedIndexer.readsPastWriter).
+   */
+  past: { answered: number; waited: number } | null;
 }
 
 function row(shards: string, factor: number, r: WindowResult, keeps: boolean | null): Record<string, string | number | boolean> {
@@ -69,6 +74,7 @@ function row(shards: string, factor: number, r: WindowResult, keeps: boolean | n
     'lookup p99.9 us': r.p999Us,
     'lookup max us': r.maxUs,
     'keeps up': keeps ?? '-',
+    'shard lookups read past a stopped writer (waited)': r.past === null ? '-' : `${r.past.answered} (${r.past.waited})`,
   };
 }
 
@@ -102,6 +108,7 @@ async function replayWindow(
     const latencies = new Float64Array(n);
     const inFlight: Promise<void>[] = [];
     let ops = 0;
+    const past0 = ix.readsPastWriter;
     const t0 = performance.now();
     for (let i = from; i < steps.length; i++) {
       const step = steps[i]!;
@@ -149,6 +156,7 @@ async function replayWindow(
       p99Us: percentile(latencies, 99),
       p999Us: percentile(latencies, 99.9),
       maxUs: latencies[n - 1]!,
+      past: shards === 0 ? null : { answered: ix.readsPastWriter.answered - past0.answered, waited: ix.readsPastWriter.waited - past0.waited },
     };
   } finally {
     await ix.close();
@@ -267,7 +275,10 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       'With shards and `readYourWrites: false` lookups read the shards\' trees on the calling thread without waiting ' +
       '(timed as the call); with the default, a lookup right after the previous request\'s events waits until the shards ' +
       'applied them: `findMatches` (timed from issue to result, which the loop sees when it next yields), or, "blocking", ' +
-      '`findMatchesSync`, which spins and then sleeps until they did (timed as the call).',
+      '`findMatchesSync`, which spins and then sleeps until they did (timed as the call). The last column counts ' +
+      'shard lookups (two per request with 2 shards) that found their shard\'s writer stopped inside a write section ' +
+      '(descheduled: three busy threads on two cores): answered by reading the tree past it (src/tree/unit-log.ts) ' +
+      'or, in parentheses, tried and then waited for the lock.',
     '',
     table(rows),
     '',

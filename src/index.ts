@@ -41,7 +41,7 @@ export type { JsonValue, JsonObject } from './protocol/json-value.js';
 export type { SnapshotWriter } from './protocol/snapshot-writer.js';
 export type { RadixTreeOptions } from './tree/radix-tree.js';
 export type { DumpSink } from './tree/dump.js';
-export type { Indexer, IndexerEvents } from './indexer/indexer.js';
+export type { Indexer, IndexerEvents, ReadsPastWriter } from './indexer/indexer.js';
 export type { ShardedIndexerOptions } from './indexer/sharded-indexer.js';
 export type { ShardStats } from './shard/wire/messages.js';
 export type { KvRouterOptions, RouteOptions, RouteDecision, RouterIndex } from './router/kv-router.js';

@@ -2,12 +2,16 @@
  * The shard tree's ticket lock across two real threads: a reader that went to sleep waiting is
  * handed the lock by the writer's release (`unlockTreeHandoff`, which also steps the writer off
  * its CPU for a moment), in ticket order; a queued reader is visible to the writer (hasWaiter)
- * and no longer once served.
+ * and no longer once served. A lookup that finds the holder stopped (its `PROGRESS` still) gets
+ * its ticket back to read past it and give it up; the holder's release then skips the run of
+ * given-up tickets, and a ticket given up after it was served is released by its owner.
  */
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { H, HEADER_WORDS } from '../src/tree/shared-layout.js';
-import { hasWaiter, lockTree, unlockTree, unlockTreeHandoff } from '../src/shard/wire/tree-lock.js';
+import {
+  abandonTicket, hasWaiter, lockTree, lockTreeReader, unlockTree, unlockTreeHandoff, waitForTicket,
+} from '../src/shard/wire/tree-lock.js';
 import { until } from './support/vllm-publisher.js';
 
 const LOCK_JS = new URL('../dist/src/shard/wire/tree-lock.js', import.meta.url).href;
@@ -97,6 +101,116 @@ describe('tree lock', () => {
       expect(data[0]).toBe(2 * N);
       expect(tickets(h)).toBe((0xff00 + 2 * N) & 0xffff);
       expect(served(h)).toBe(tickets(h));
+    } finally {
+      await other.terminate();
+    }
+  });
+});
+
+describe('tickets given up by reads past a stopped holder', () => {
+  it('are skipped by the holder\'s release, as a run, and are no waiters', () => {
+    const h = new Int32Array(new SharedArrayBuffer(HEADER_WORDS * 4));
+    h[H.LOCK] = (0xfffe << 16) | 0xfffe; // the run crosses the wrap
+    lockTree(h); // the holder: ticket 0xfffe, and it does not move (PROGRESS stays)
+    const first = lockTreeReader(h, true, NaN); // watches PROGRESS, then hands the ticket back
+    expect(first).toBe(0xffff);
+    abandonTicket(h, first);
+    expect(hasWaiter(h)).toBe(false);
+    // Still stopped where the last read found it: the next tickets come back without watching.
+    const p = Atomics.load(h, H.PROGRESS);
+    const second = lockTreeReader(h, true, p);
+    expect(second).toBe(0);
+    abandonTicket(h, second);
+    const third = lockTreeReader(h, true, p);
+    abandonTicket(h, third);
+    expect(Atomics.load(h, H.ABANDON)).toBe((0xffff << 16) | 3);
+    expect(hasWaiter(h)).toBe(false);
+    unlockTree(h);
+    expect(served(h)).toBe(2);
+    expect(tickets(h)).toBe(2);
+    expect(Atomics.load(h, H.ABANDON)).toBe(0);
+    lockTree(h); // free again: would spin then sleep forever if a given-up ticket were left
+    unlockTree(h);
+  });
+
+  it('a ticket served before it is given up is released by its owner; a moving holder is waited for', () => {
+    const h = new Int32Array(new SharedArrayBuffer(HEADER_WORDS * 4));
+    lockTree(h);
+    const t = lockTreeReader(h, true, NaN);
+    expect(t).toBe(1);
+    expect(hasWaiter(h)).toBe(true);
+    unlockTree(h); // serves ticket 1: the reader holds the lock without knowing it
+    expect(served(h)).toBe(1);
+    abandonTicket(h, t);
+    expect(served(h)).toBe(2);
+    expect(Atomics.load(h, H.ABANDON)).toBe(0);
+    // Without reads past the holder (or with one given up) the ticket is waited for as usual.
+    lockTree(h);
+    const u = lockTreeReader(h, true, NaN);
+    unlockTree(h);
+    waitForTicket(h, u);
+    expect(served(h)).toBe(u);
+    unlockTree(h);
+    expect(lockTreeReader(h, false, NaN)).toBe(-1);
+    unlockTree(h);
+    expect(served(h)).toBe(tickets(h));
+  });
+
+  it('across threads: a writer that stalls in its sections, a reader that reads past it or waits, no update lost', async () => {
+    const h = new Int32Array(new SharedArrayBuffer(HEADER_WORDS * 4));
+    h[H.LOCK] = (0xff00 << 16) | 0xff00;
+    const data = new Int32Array(new SharedArrayBuffer(12)); // counter, scratch, start flag
+    const N = 20_000;
+    const other = new Worker(
+      `const { workerData, parentPort } = require('node:worker_threads');
+       import(workerData.url).then(({ lockTree, unlockTree }) => {
+         const { h, data, n } = workerData;
+         parentPort.postMessage('ready');
+         Atomics.wait(data, 2, 0);
+         for (let i = 0; i < n; i++) {
+           lockTree(h);
+           const v = data[0];
+           data[1] = v;
+           data[0] = v + 1;
+           // Every 16th section stops moving for a while (PROGRESS still), as a descheduled
+           // holder does; the others move (16 = PROGRESS, a unit started and ended).
+           if (i % 16 === 0) { const t = Date.now(); while (Date.now() - t < 1) {} }
+           else { h[16] = (h[16] + 2) | 0; }
+           unlockTree(h);
+         }
+         parentPort.postMessage('done');
+       });`,
+      { eval: true, workerData: { h, data, n: N, url: LOCK_JS } },
+    );
+    try {
+      await new Promise((r) => other.once('message', r));
+      const done = new Promise((r) => other.once('message', r));
+      Atomics.store(data, 2, 1);
+      Atomics.notify(data, 2);
+      let locked = 0;
+      let past = 0;
+      let stalledAt = NaN;
+      for (let i = 0; i < N; i++) {
+        const t = lockTreeReader(h, true, stalledAt);
+        if (t >= 0 && i % 3 !== 0) {
+          past++; // read past the holder: no update, the ticket given up
+          stalledAt = Atomics.load(h, H.PROGRESS);
+          abandonTicket(h, t);
+          continue;
+        }
+        if (t >= 0) waitForTicket(h, t); // as after a read that did not stand
+        locked++;
+        const v = data[0]!;
+        data[1] = v;
+        data[0] = v + 1;
+        unlockTree(h);
+      }
+      await done;
+      expect(past).toBeGreaterThan(0);
+      expect(data[0]).toBe(N + locked);
+      expect(served(h)).toBe(tickets(h));
+      expect(tickets(h)).toBe((0xff00 + 2 * N) & 0xffff);
+      expect(Atomics.load(h, H.ABANDON)).toBe(0);
     } finally {
       await other.terminate();
     }

@@ -24,11 +24,22 @@ export interface IndexerEvents {
   malformed: [error: KvIndexError, tag: number | undefined];
 }
 
+/**
+ * Shard lookups on the calling thread that found a shard's lock held by a writer that had
+ * stopped moving (descheduled): answered by reading past it (src/tree/unit-log.ts), or tried and
+ * then waited for the lock (the writer moved, or its unit of writing was on the lookup's path).
+ */
+export interface ReadsPastWriter {
+  answered: number;
+  waited: number;
+}
+
 /** What an engine implements; `ShardedIndexer` adds the calls built on these. */
 export interface Engine {
   readonly needsDrain: boolean;
   readonly liveThreads: number;
   readonly threadIds: number[];
+  readonly readsPastWriter: ReadsPastWriter;
   applyEvent(event: RouterEvent): void;
   applyEventJson(text: Uint8Array, tag?: number): void;
   applyEventJsonOnCaller(text: Uint8Array): void;

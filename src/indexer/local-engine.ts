@@ -17,6 +17,7 @@ export class LocalEngine implements Engine {
   readonly needsDrain = false;
   readonly liveThreads = 0;
   readonly threadIds: number[] = [];
+  readonly readsPastWriter = { answered: 0, waited: 0 };
   readonly #tree: RadixTree;
   readonly #counts: StatusCounts = emptyCounts();
   #writer: SnapshotWriter | null = null;

@@ -20,7 +20,7 @@ import { ThreadedEngine, type EngineReport } from '../shard/main/threaded-engine
 import type { ShardThreadSpec } from '../shard/main/thread-shard.js';
 import type { ShardStats } from '../shard/wire/messages.js';
 import type { MatchResult } from '../tree/match-result.js';
-import type { Engine, Indexer, IndexerEvents } from './indexer.js';
+import type { Engine, Indexer, IndexerEvents, ReadsPastWriter } from './indexer.js';
 import { LocalEngine } from './local-engine.js';
 import { checkOptions, shardWorkerFile, type ShardedIndexerOptions } from './options.js';
 
@@ -105,6 +105,14 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
   /** Shard threads still running (0 after `close()`, and for `shards: 0`). */
   get liveThreads(): number {
     return this.#engine.liveThreads;
+  }
+
+  /**
+   * Lookups that found a shard's writer descheduled inside a write section: answered without
+   * waiting for it, or waited after all (src/tree/unit-log.ts). Zeros for `shards: 0`.
+   */
+  get readsPastWriter(): ReadsPastWriter {
+    return this.#engine.readsPastWriter;
   }
 
   /** Thread ids of the shard threads (empty for `shards: 0`). */

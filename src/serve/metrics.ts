@@ -15,6 +15,8 @@
  *   `kvindex_consumer_ack_floor_seq{consumer}`, `kvindex_ready`.
  * - snapshots: `kvindex_snapshot_age_seconds{encoding}`, `_duration_seconds`, `_bytes`, `_events`
  *   (no series before this router's first snapshot), `kvindex_snapshots_total`.
+ * - lookups: `kvindex_lookups_past_writer_total{outcome}` (answered, waited): shard lookups that
+ *   found their shard's writer descheduled inside a write section (src/tree/unit-log.ts).
  * - messages: `kvindex_messages_total{outcome}` (applied, malformed, duplicate),
  *   `kvindex_missed_stream_seqs_total`, `kvindex_lost_deliveries_total`, `kvindex_consumer_resets_total`.
  * - workers: `kvindex_worker_event_id_gaps_total`, `kvindex_worker_missing_events_total`,
@@ -200,6 +202,18 @@ export class ServeMetrics {
         this.inc({ outcome: 'applied' }, s.applied);
         this.inc({ outcome: 'malformed' }, s.malformed);
         this.inc({ outcome: 'duplicate' }, s.duplicates);
+      },
+    });
+    new Counter({
+      name: 'kvindex_lookups_past_writer_total',
+      help: "Shard lookups that found the shard's writer descheduled inside a write section: answered by reading past it, or waited for the lock",
+      labelNames: ['outcome'] as const,
+      registers: [reg],
+      collect() {
+        const p = ix.readsPastWriter;
+        this.reset();
+        this.inc({ outcome: 'answered' }, p.answered);
+        this.inc({ outcome: 'waited' }, p.waited);
       },
     });
     counter('kvindex_missed_stream_seqs_total', 'Stream sequences gone before this router read them (purged, expired, deleted)', () => sub.stats().missedSeqs);

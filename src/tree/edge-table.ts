@@ -14,6 +14,7 @@
  */
 import { MAX_SHARED_BYTES } from './array-store.js';
 import type { NodeId, NodeStore } from './node-store.js';
+import type { UnitLog } from './unit-log.js';
 
 export function edgeHash(parent: number, lo: number, hi: number): number {
   let h = Math.imul(lo ^ Math.imul(parent, 0x9e3779b1), 0x85ebca6b) ^ Math.imul(hi, 0xc2b2ae35);
@@ -63,6 +64,9 @@ export class EdgeTable {
   readonly buffers: [SharedArrayBuffer, SharedArrayBuffer] | null;
   private active = 0;
   private built: Int32Array | null = null;
+  /** The slot where `listMoves` last found a child's edge (-1: none), for `remove`. */
+  private foundChild = -1;
+  private foundSlot = 0;
 
   constructor(private readonly nodes: NodeStore, capacity = 1024, private readonly publish: EdgePublish | null = null) {
     const cap = Math.max(4, 1 << Math.ceil(Math.log2(capacity)));
@@ -149,8 +153,14 @@ export class EdgeTable {
     const slots = this.slots;
     const mask = this.mask;
     const nodes = this.nodes;
-    let i = childHash(nodes, child) & mask;
-    while (slots[i] !== child + 1) i = (i + 1) & mask;
+    let i: number;
+    if (child === this.foundChild && slots[this.foundSlot] === child + 1) {
+      i = this.foundSlot; // found by `listMoves` just before (a detach's first removal)
+    } else {
+      i = childHash(nodes, child) & mask;
+      while (slots[i] !== child + 1) i = (i + 1) & mask;
+    }
+    this.foundChild = -1;
     this.count--;
     // Backward-shift: move later entries of the cluster into the hole when their home allows.
     for (;;) {
@@ -169,6 +179,27 @@ export class EdgeTable {
           break;
         }
       }
+    }
+  }
+
+  /**
+   * Lists, for the unit log, the parents of the entries that removing `child`'s edge may move:
+   * the rest of its cluster (backward shift moves entries only towards their home, inside the
+   * cluster, so removals of several edges move only entries of their clusters as they were).
+   */
+  listMoves(child: NodeId, u: UnitLog): void {
+    const slots = this.slots;
+    const mask = this.mask;
+    const par = this.nodes.parent;
+    let i = childHash(this.nodes, child) & mask;
+    while (slots[i] !== child + 1) i = (i + 1) & mask;
+    this.foundChild = child; // `remove` of this child, next, starts here
+    this.foundSlot = i;
+    for (;;) {
+      i = (i + 1) & mask;
+      const v = slots[i]!;
+      if (v === 0 || u.full) return;
+      u.add(par[v - 1]!);
     }
   }
 

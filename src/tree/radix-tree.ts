@@ -27,6 +27,7 @@ import { EdgeTable } from './edge-table.js';
 import { MatchResult } from './match-result.js';
 import { NodeStore, NONE, ROOT, type NodeId, type PairRef, type WorkerSlot } from './node-store.js';
 import { PairBudget } from './pair-budget.js';
+import { UnitLog } from './unit-log.js';
 import type { Recency } from './recency.js';
 import { ScratchSet } from './scratch-set.js';
 import { U64Scratch } from './u64-scratch.js';
@@ -83,6 +84,8 @@ export class RadixTree {
   private readonly store: ArrayStore;
   /** Shared mode: the header words of shared-layout.ts; null in-thread. */
   private readonly header: Int32Array | null;
+  /** Shared mode: the unit log that lookups read past a descheduled writer by (unit-log.ts). */
+  private readonly units: UnitLog | null;
   private readonly freeSlots: number[] = [];
   private pairs = 0;
 
@@ -116,6 +119,7 @@ export class RadixTree {
     if (options.shared === true) {
       const header = new Int32Array(new SharedArrayBuffer(HEADER_WORDS * 4));
       this.header = header;
+      this.units = new UnitLog(header);
       this.store = new SharedStore(() => Atomics.add(header, H.GEN, 1));
       this.nodes = new NodeStore(this.store, capacity);
       this.edges = new EdgeTable(this.nodes, capacity, (active, mask) => {
@@ -125,6 +129,7 @@ export class RadixTree {
       });
     } else {
       this.header = null;
+      this.units = null;
       this.store = LOCAL_STORE;
       this.nodes = new NodeStore(LOCAL_STORE, capacity);
       this.edges = new EdgeTable(this.nodes, capacity);
@@ -329,8 +334,15 @@ export class RadixTree {
         const k = p.off + 4 * u;
         this.addPair(node, p.slot as WorkerSlot, table, p.words[k]! | 0, p.words[k + 1]! | 0);
       } else {
+        const u = this.units;
+        if (u !== null) {
+          u.open();
+          u.add(this.nodes.parent[node]!); // its first child changes; the chain is new
+          u.begin();
+        }
         this.nodes.link(node);
         this.edges.insert(node);
+        u?.end();
       }
     }
   }
@@ -627,6 +639,20 @@ export class RadixTree {
 
   /** Puts the worker on an existing node with this external hash (idempotent, or a rehash). */
   private addPair(node: NodeId, slot: WorkerSlot, table: WorkerTable, lo: number, hi: number): void {
+    const u = this.units;
+    if (u === null) {
+      this.joinNode(node, slot, table, lo, hi);
+      return;
+    }
+    u.open();
+    u.add(node);
+    u.begin();
+    this.joinNode(node, slot, table, lo, hi);
+    u.end();
+  }
+
+  /** `addPair`'s work, one unit (unit-log.ts): only `node`'s worker set changes. */
+  private joinNode(node: NodeId, slot: WorkerSlot, table: WorkerTable, lo: number, hi: number): void {
     const nodes = this.nodes;
     const w = nodes.w0(node);
     if (w === slot) {
@@ -665,6 +691,42 @@ export class RadixTree {
    * `forgetLater` its entry stays in the worker's lookup (`forgetResolved` removes it).
    */
   private dropPair(ref: PairRef, table: WorkerTable, forgetLater = false): void {
+    const u = this.units;
+    if (u === null) {
+      this.leaveNode(ref, table, forgetLater);
+      return;
+    }
+    u.open();
+    if (ref >= 0) this.listDetach(ref as number as NodeId, u);
+    else u.add(this.nodes.pNode[~ref]!);
+    u.begin();
+    this.leaveNode(ref, table, forgetLater);
+    u.end();
+  }
+
+  /**
+   * Lists what detaching `top` changes (`leaveNode` of an inline pair always detaches): the
+   * node, its parent's first child, and the parents of every edge-table entry that a removal
+   * of its subtree's edges may move (edge-table.ts `listMoves`).
+   */
+  private listDetach(top: NodeId, u: UnitLog): void {
+    const nodes = this.nodes;
+    u.add(top);
+    u.add(nodes.parent[top]!);
+    this.edges.listMoves(top, u);
+    if (nodes.firstChild(top) === NONE) return; // a leaf: the common case (engines evict leaf first)
+    const stack = this.stack;
+    for (let c = nodes.firstChild(top); c !== NONE; c = nodes.nextSib[c]!) stack.push(c);
+    while (stack.length > 0) {
+      const id = stack.pop()! as NodeId;
+      if (u.full) continue; // logged as "any node": no need to look further
+      this.edges.listMoves(id, u);
+      for (let c = nodes.firstChild(id); c !== NONE; c = nodes.nextSib[c]!) stack.push(c);
+    }
+  }
+
+  /** `dropPair`'s work, one unit (unit-log.ts). */
+  private leaveNode(ref: PairRef, table: WorkerTable, forgetLater: boolean): void {
     const nodes = this.nodes;
     this.pairs--;
     if (ref >= 0) {

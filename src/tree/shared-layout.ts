@@ -7,9 +7,10 @@
  * else (the per-worker external-hash lookups, sibling links, free lists) stays private to the
  * shard thread, as in Dynamo.
  *
- * `header` (Int32) words are listed in `H`; the tree writes `GEN`, `EDGE_*` and `SLOTS`, the
- * shard's lock (src/shard/wire/tree-lock.ts) the rest. Readers take the lock, then rebuild their
- * views if `GEN` moved.
+ * `header` (Int32) words are listed in `H`; the tree writes `GEN`, `EDGE_*`, `SLOTS` and its
+ * unit log (unit-log.ts), the shard's lock (src/shard/wire/tree-lock.ts) the rest. Readers take
+ * the lock, then rebuild their views if `GEN` moved; or, past a descheduled holder, read with
+ * the views they have, guarded by the unit log.
  */
 
 export const H = {
@@ -34,9 +35,26 @@ export const H = {
   APPLIED_WAITERS: 9,
   /** Never notified: a writer's timed step off the CPU waits on it (tree-lock.ts). */
   HANDOFF: 10,
+  /**
+   * A lookup's ticket it gave up after reading the tree past a descheduled holder, plus 1 (0:
+   * none): whoever sees it served releases it (tree-lock.ts).
+   */
+  ABANDON: 11,
+  /*
+   * Words 16-31, their own cache line (the lock's line bounces between threads): the writer's
+   * unit log (unit-log.ts), written with plain stores by the shard thread only.
+   */
+  /** Bumped when a unit of writing starts (then odd) and when it ends (even). */
+  PROGRESS: 16,
+  /** How many nodes the unit in progress changes (listed from `TOUCHED`), or -1: any node. */
+  TOUCHED_N: 17,
+  TOUCHED: 18,
 } as const;
 
-export const HEADER_WORDS = 16;
+/** Nodes a unit can list in `TOUCHED`; a unit that changes more is logged as "any node". */
+export const TOUCHED_MAX = 14;
+
+export const HEADER_WORDS = 32;
 
 export interface SharedTreeLayout {
   header: SharedArrayBuffer;

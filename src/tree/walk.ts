@@ -84,6 +84,11 @@ export class WalkScratch {
   bulkOff = NONE;
   bulkCount = 0;
   bulkScore = 0;
+  /**
+   * Whether the last guarded walk met a node its guard lists (a unit of writing in progress
+   * changes it: unit-log.ts); its result is then to be dropped.
+   */
+  aborted = false;
   private readonly exempt = new Int32Array(FEW);
   private exemptCount = 0;
   /** The last member array view copied from, kept: a lookup allocates nothing in steady state. */
@@ -108,9 +113,17 @@ export class WalkScratch {
    * worker's score to `score[slot]`, listing each scored slot once in `touched`; returns how
    * many it listed. Stops at the first missing block, or with `earlyExit` after a node held by
    * exactly one worker.
+   *
+   * With `guardN` > 0 (a read without the lock, past a descheduled writer: unit-log.ts) it
+   * stops with `aborted` set on reaching a node listed in `guard[0, guardN)`. Without the lock
+   * the arrays may also change under the walk if the writer resumes (the caller then drops the
+   * result): every loop over a list is bounded by the pair count, so the walk ends regardless.
    */
-  walk(a: LookupArrays, words: Uint32Array, off: number, n: number, earlyExit: boolean): number {
+  walk(a: LookupArrays, words: Uint32Array, off: number, n: number, earlyExit: boolean, guard: Int32Array | null = null, guardN = 0): number {
     const { parent, node, pWorker, pNext, pSet, keyLo, keyHi, edges, edgeMask, pMOff } = a;
+    this.aborted = guardN > 0 && listed(guard!, guardN, 0);
+    if (this.aborted) return 0;
+    const most = pNext.length; // no list is longer: a bound for lists changing under the walk
     if (this.stamp > STAMP_LIMIT) {
       this.mark.fill(0);
       this.stamp = 0;
@@ -147,6 +160,10 @@ export class WalkScratch {
       const rc = c * 4;
       const child = node[rc] === lo && node[rc + 1] === hi ? c : findEdge(edges, edgeMask, parent, node, cur, lo, hi);
       if (child < 0) break;
+      if (guardN > 0 && listed(guard!, guardN, child)) {
+        this.aborted = true;
+        break;
+      }
       depth = i + 1;
       const s = node[child * 4 + 3]!;
       let cnt: number;
@@ -176,7 +193,7 @@ export class WalkScratch {
           if (s >= 0) {
             count = this.fromBulk(a, bulk, bulkCnt, s, count, stamp, depth);
           } else {
-            for (let p = -s - 2; p !== NONE; p = pNext[p]!) count = this.fromBulk(a, bulk, bulkCnt, pWorker[p]!, count, stamp, depth);
+            for (let p = -s - 2, g = most; p !== NONE && g > 0; p = pNext[p]!, g--) count = this.fromBulk(a, bulk, bulkCnt, pWorker[p]!, count, stamp, depth);
           }
         } else {
           if (bulk !== NONE) {
@@ -189,7 +206,7 @@ export class WalkScratch {
           if (s >= 0) {
             count = enter(s, mark, runStart, score, touched, count, base, prevStamp, stamp, depth);
           } else {
-            for (let p = -s - 2; p !== NONE; p = pNext[p]!) {
+            for (let p = -s - 2, g = most; p !== NONE && g > 0; p = pNext[p]!, g--) {
               count = enter(pWorker[p]!, mark, runStart, score, touched, count, base, prevStamp, stamp, depth);
             }
           }
@@ -198,7 +215,7 @@ export class WalkScratch {
             if (ps >= 0) {
               if (mark[ps] === prevStamp) score[ps] = score[ps]! + depth - runStart[ps]!;
             } else {
-              for (let p = -ps - 2; p !== NONE; p = pNext[p]!) {
+              for (let p = -ps - 2, g = most; p !== NONE && g > 0; p = pNext[p]!, g--) {
                 const w = pWorker[p]!;
                 if (mark[w] === prevStamp) score[w] = score[w]! + depth - runStart[w]!;
               }
@@ -228,7 +245,7 @@ export class WalkScratch {
       if (ps >= 0) {
         score[ps] = score[ps]! + depth + 1 - runStart[ps]!;
       } else {
-        for (let p = -ps - 2; p !== NONE; p = pNext[p]!) {
+        for (let p = -ps - 2, g = most; p !== NONE && g > 0; p = pNext[p]!, g--) {
           const w = pWorker[p]!;
           score[w] = score[w]! + depth + 1 - runStart[w]!;
         }
@@ -260,7 +277,7 @@ export class WalkScratch {
   private visitBulk(a: LookupArrays, head: number, bulkEnd: number, count: number, base: number, active: number): number {
     const { pWorker, pNext } = a;
     const { touched, score, mark, runStart } = this;
-    for (let p = head; p !== NONE; p = pNext[p]!) {
+    for (let p = head, g = pNext.length; p !== NONE && g > 0; p = pNext[p]!, g--) {
       const w = pWorker[p]!;
       if (mark[w]! >= base) continue; // one of the few that followed it, already listed
       touched[count++] = w;
@@ -292,7 +309,9 @@ export class WalkScratch {
    * branch, listed with their own scores), then the visited workers. Returns the new count.
    */
   emit(a: LookupArrays, k: number, result: MatchResult, at: number): number {
-    const bulkCnt = this.bulkOff === NONE ? 0 : this.bulkCount;
+    // Bounded by the member pool: a count read while the writer ran (a read without the lock,
+    // dropped afterwards) must not size the result beyond what the tree holds.
+    const bulkCnt = this.bulkOff === NONE ? 0 : Math.min(this.bulkCount, a.mIds.length >>> 1);
     result.reserve(at + bulkCnt + k, at);
     const idw = result.idWords;
     const out = result.scores;
@@ -340,8 +359,15 @@ export class WalkScratch {
 
 /** Position of the worker with id words (lo, hi) in a member array, or -1. */
 function findMember(ids: Uint32Array, off: number, cnt: number, lo: number, hi: number): number {
-  for (let i = 0, j = 2 * off; i < cnt; i++, j += 2) if (ids[j] === lo && ids[j + 1] === hi) return i;
+  const end = Math.min(cnt, ids.length >>> 1); // bounded, as in `emit`
+  for (let i = 0, j = 2 * off; i < end; i++, j += 2) if (ids[j] === lo && ids[j + 1] === hi) return i;
   return -1;
+}
+
+/** Whether `id` is among the first `n` ids of `list` (n is at most TOUCHED_MAX). */
+function listed(list: Int32Array, n: number, id: number): boolean {
+  for (let i = 0; i < n; i++) if (list[i] === id) return true;
+  return false;
 }
 
 /** A worker of the node entering the active set at `depth`; returns the new touched count. */

@@ -14,6 +14,7 @@
  */
 import type { Logger } from 'pino';
 import { ErrorCode, KvIndexError } from '../../errors.js';
+import type { ReadsPastWriter } from '../../indexer/indexer.js';
 import { parseRouterEvent } from '../../protocol/json-parse.js';
 import { decodeSnapshot } from '../../protocol/snapshot-reader.js';
 import { mergeSnapshots, writeBincodeCount } from '../../protocol/snapshot-merge.js';
@@ -157,6 +158,16 @@ export class ThreadedEngine {
 
   get threadIds(): number[] {
     return this.threads.map((t) => t.threadId);
+  }
+
+  get readsPastWriter(): ReadsPastWriter {
+    let answered = 0;
+    let waited = 0;
+    for (const r of this.readers) {
+      answered += r.readsPast;
+      waited += r.readsPastFailed;
+    }
+    return { answered, waited };
   }
 
   applyEvent(event: RouterEvent): void {
