@@ -68,28 +68,8 @@ describe('tree lock', () => {
     h[H.LOCK] = (0xff00 << 16) | 0xff00; // 2 x 20,000 acquisitions wrap the halves
     const data = new Int32Array(new SharedArrayBuffer(12)); // counter, scratch, start flag
     const N = 20_000;
-    const other = new Worker(
-      `const { workerData, parentPort } = require('node:worker_threads');
-       import(workerData.url).then(({ lockTree, unlockTree }) => {
-         const { h, data, n } = workerData;
-         parentPort.postMessage('ready');
-         Atomics.wait(data, 2, 0); // both threads start together, so their sections overlap
-         for (let i = 0; i < n; i++) {
-           lockTree(h);
-           const v = data[0]; // plain read-modify-write: only the lock makes it safe
-           data[1] = v;
-           data[0] = v + 1;
-           unlockTree(h);
-         }
-         parentPort.postMessage('done');
-       });`,
-      { eval: true, workerData: { h, data, n: N, url: LOCK_JS } },
-    );
+    const { other, done } = await startAdder(h, data, N, '');
     try {
-      await new Promise((r) => other.once('message', r));
-      const done = new Promise((r) => other.once('message', r));
-      Atomics.store(data, 2, 1);
-      Atomics.notify(data, 2);
       for (let i = 0; i < N; i++) {
         lockTree(h);
         const v = data[0]!;
@@ -161,32 +141,12 @@ describe('tickets given up by reads past a stopped holder', () => {
     h[H.LOCK] = (0xff00 << 16) | 0xff00;
     const data = new Int32Array(new SharedArrayBuffer(12)); // counter, scratch, start flag
     const N = 20_000;
-    const other = new Worker(
-      `const { workerData, parentPort } = require('node:worker_threads');
-       import(workerData.url).then(({ lockTree, unlockTree }) => {
-         const { h, data, n } = workerData;
-         parentPort.postMessage('ready');
-         Atomics.wait(data, 2, 0);
-         for (let i = 0; i < n; i++) {
-           lockTree(h);
-           const v = data[0];
-           data[1] = v;
-           data[0] = v + 1;
-           // Every 16th section stops moving for a while (PROGRESS still), as a descheduled
-           // holder does; the others move (16 = PROGRESS, a unit started and ended).
-           if (i % 16 === 0) { const t = Date.now(); while (Date.now() - t < 1) {} }
-           else { h[16] = (h[16] + 2) | 0; }
-           unlockTree(h);
-         }
-         parentPort.postMessage('done');
-       });`,
-      { eval: true, workerData: { h, data, n: N, url: LOCK_JS } },
-    );
+    // Every 16th section stops moving for a while (PROGRESS, word 16, still), as a descheduled
+    // holder does; the others move (a unit started and ended).
+    const { other, done } = await startAdder(h, data, N, `
+      if (i % 16 === 0) { const t = Date.now(); while (Date.now() - t < 1) {} }
+      else { h[16] = (h[16] + 2) | 0; }`);
     try {
-      await new Promise((r) => other.once('message', r));
-      const done = new Promise((r) => other.once('message', r));
-      Atomics.store(data, 2, 1);
-      Atomics.notify(data, 2);
       let locked = 0;
       let past = 0;
       let stalledAt = NaN;
@@ -216,6 +176,39 @@ describe('tickets given up by reads past a stopped holder', () => {
     }
   });
 });
+
+/**
+ * A thread that adds 1 to `data[0]` `n` times under the lock, with a plain read-modify-write
+ * (only the lock makes it safe), running `inSection` (code, with `i` and `h`) before each
+ * release. Both threads start together once it is ready, so that their sections overlap.
+ */
+async function startAdder(
+  h: Int32Array, data: Int32Array, n: number, inSection: string,
+): Promise<{ other: Worker; done: Promise<unknown> }> {
+  const other = new Worker(
+    `const { workerData, parentPort } = require('node:worker_threads');
+     import(workerData.url).then(({ lockTree, unlockTree }) => {
+       const { h, data, n } = workerData;
+       parentPort.postMessage('ready');
+       Atomics.wait(data, 2, 0);
+       for (let i = 0; i < n; i++) {
+         lockTree(h);
+         const v = data[0];
+         data[1] = v;
+         data[0] = v + 1;
+         ${inSection}
+         unlockTree(h);
+       }
+       parentPort.postMessage('done');
+     });`,
+    { eval: true, workerData: { h, data, n, url: LOCK_JS } },
+  );
+  await new Promise((r) => other.once('message', r));
+  const done = new Promise((r) => other.once('message', r));
+  Atomics.store(data, 2, 1);
+  Atomics.notify(data, 2);
+  return { other, done };
+}
 
 /** The lock word's next ticket and ticket served. */
 function tickets(h: Int32Array): number {
