@@ -2,7 +2,9 @@
  * Lookups on the calling thread, reading the shards' trees from shared memory: exact at every
  * quiescent point while shard threads churn events under continuous lookups (trees that start
  * tiny, so arrays grow and edge tables are rebuilt while lookups read them); read-your-writes
- * by default, the latest applied state without it; the allocation-free result.
+ * by default, the latest applied state without it; the allocation-free result. Shards stopped
+ * inside units of writing (a fixture) are read past, never into a half-changed node: a control
+ * run with the walk's guard removed fails the bounds of that test (a worker one block short).
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../src/errors.js';
@@ -160,6 +162,59 @@ describe('lookups on the calling thread', () => {
     expect(between).toBe(0);
     // The lookups did run while events were pending (so the check above could have failed).
     expect(seenBefore).toBeGreaterThan(0);
+  });
+
+  it('read past a shard writer stopped inside a unit: between the states before and after, exact once quiescent', async () => {
+    // The fixture stops a shard for ~1 ms at every 40th of some points inside units of writing,
+    // holding its lock, as a descheduled thread does, some while a node's worker set is half
+    // changed: lookups meanwhile read past it, except on paths through the unit's nodes.
+    const { ix } = await createFaultyIndexer({ shards: 2, blockSize: 16, readYourWrites: false }, { stallEvery: 40 });
+    open.push(ix);
+    const ref = new RadixTree();
+    const result = createMatchResult(1);
+    // Three token paths; workers 2d, 2d + 1, 2d + 6 and 2d + 7 store on path d, so that each
+    // shard holds two workers on each path (workers take shards in turn).
+    const paths = [0n, 1n, 2n].map((d) => BigUint64Array.from({ length: 700 }, (_, i) => 0xe000_0000_0000_0000n + d * 1000n + BigInt(i)));
+    const store = (k: number, n: number): RouterEvent => {
+      const d = (k >> 1) % 3;
+      const blocks = Array.from({ length: n }, (_, i) => ({ blockHash: 0xf000_0000_0000_0000n + BigInt(k) * 1000n + BigInt(i), tokensHash: paths[d]![i]! }));
+      return { workerId: W + BigInt(k), event: { eventId: 0n, data: { type: 'stored', parentHash: null, blocks } } };
+    };
+    let prev = paths.map(() => new Map<string, number>());
+    let during = 0;
+    // 12 rounds, or more (up to 38) until a lookup has read past a stopped shard (the fixture
+    // stops units, but whether a lookup comes meanwhile is the scheduler's business).
+    for (let round = 1; round <= 12 || (round <= 38 && ix.readsPastWriter.answered === 0); round++) {
+      // Stores only: in odd rounds workers 0-5 extend their paths, in even rounds workers 6-11
+      // join them on the same blocks (a node's second worker: where the fixture stops a unit
+      // half done). Earlier blocks are re-stored as they were, so no score falls between
+      // quiescent points, and in even rounds the scores of workers 0-5 do not move at all.
+      const leaders = round % 2 === 1;
+      for (let k = leaders ? 0 : 6; k < (leaders ? 6 : 12); k++) {
+        const ev = store(k, 10 + 15 * (leaders ? round : round - 1));
+        ix.applyEvent(ev);
+        ref.applyEvent(ev);
+      }
+      await Promise.resolve(); // the batches go out; the shards apply them while this thread reads
+      const seen: [number, [string, number][]][] = [];
+      const until = performance.now() + 8;
+      for (let q = 0; performance.now() < until; q = (q + 1) % 3) seen.push([q, resultScores(result, ix.findMatchesInto(paths[q]!, result))]);
+      await ix.flush();
+      const next = paths.map((p) => new Map(sortedScores(ref.findMatches(p))));
+      for (let q = 0; q < 3; q++) expect(resultScores(result, ix.findMatchesInto(paths[q]!, result))).toEqual([...next[q]!]);
+      for (const [q, s] of seen) {
+        const got = new Map(s);
+        for (const w of new Set([...got.keys(), ...next[q]!.keys()])) {
+          const g = got.get(w) ?? 0;
+          expect(g, `round ${round} path ${q} worker ${w}`).toBeGreaterThanOrEqual(prev[q]!.get(w) ?? 0);
+          expect(g, `round ${round} path ${q} worker ${w}`).toBeLessThanOrEqual(next[q]!.get(w) ?? 0);
+        }
+      }
+      during += seen.length;
+      prev = next;
+    }
+    expect(during).toBeGreaterThan(100);
+    expect(ix.readsPastWriter.answered).toBeGreaterThan(0);
   });
 
   it('answer from the latest applied state without waiting when readYourWrites is false', async () => {

@@ -16,6 +16,8 @@ export interface Faults {
   failOnWorker?: bigint;
   /** The shards' trees start with this node and edge capacity (tiny: growth under lookups). */
   initialCapacity?: number;
+  /** Every that many units joining or leaving a node, a shard stops ~1 ms inside the unit. */
+  stallEvery?: number;
 }
 
 export interface FaultyIndexer {
@@ -26,7 +28,10 @@ export interface FaultyIndexer {
 
 export async function createFaultyIndexer(options: ShardedIndexerOptions, faults: Faults = {}): Promise<FaultyIndexer> {
   const killChannel = `kvindex-kill-${randomUUID()}`;
-  const data = { killChannel, failOnWorker: faults.failOnWorker?.toString() ?? null, initialCapacity: faults.initialCapacity ?? null };
+  const data = {
+    killChannel, failOnWorker: faults.failOnWorker?.toString() ?? null, initialCapacity: faults.initialCapacity ?? null,
+    stallEvery: faults.stallEvery ?? null,
+  };
   const ix = await ShardedIndexer.unsafeInternals.create(options, { file: FIXTURE, data });
   const kill = (index: number): Promise<KvIndexError> => {
     const failed = new Promise<KvIndexError>((res) => ix.once('shardFailed', res));
