@@ -35,8 +35,12 @@ export class TreeReader {
   private readonly slotIds = new SlotIds();
   /** The nodes the writer's unit in progress changes, copied for a read past it. */
   private readonly guard = new Int32Array(TOUCHED_MAX);
-  /** Whether lookups may read past a descheduled holder (unit-log.ts); tests turn it off. */
-  optimistic = OPTIMISTIC_READS;
+  /** Whether lookups may read past a descheduled holder (unit-log.ts: x86-64 only). */
+  private readonly optimistic = OPTIMISTIC_READS;
+  /** How many nodes of `guard` the read past in progress avoids. */
+  private guardN = 0;
+  /** The writer's `PROGRESS` when a lookup last read past it (NaN: none yet). */
+  private stalledAt = NaN;
   /** Lookups answered by reading past a descheduled holder, and those that tried and waited. */
   readsPast = 0;
   readsPastFailed = 0;
@@ -162,10 +166,6 @@ export class TreeReader {
     }
     return bulk;
   }
-
-  private guardN = 0;
-  /** The writer's `PROGRESS` when a lookup last read past it (NaN: none yet). */
-  private stalledAt = NaN;
 
   /**
    * Starts a read past a descheduled holder (unit-log.ts): returns the writer's `PROGRESS`, with

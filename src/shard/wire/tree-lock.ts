@@ -47,11 +47,7 @@ const SERVED = 0xffff;
 export function lockTree(h: Int32Array): void {
   const old = Atomics.add(h, H.LOCK, TICKET);
   const ticket = old >>> 16;
-  if ((old & SERVED) === ticket) return;
-  for (let i = 0; i < SPINS; i++) {
-    if ((Atomics.load(h, H.LOCK) & SERVED) === ticket) return;
-  }
-  sleepForTicket(h, ticket);
+  if ((old & SERVED) !== ticket) waitForTicket(h, ticket);
 }
 
 /** Sleeps in `Atomics.wait` until `ticket` is served, announced in `WAITERS`. */
@@ -108,7 +104,7 @@ export function lockTreeReader(h: Int32Array, optimistic: boolean, stalledAt: nu
   return -1;
 }
 
-/** Waits for a ticket `lockTreeReader` returned (spinning, then sleeping): then the lock is held. */
+/** Waits for a queued ticket (spinning, then sleeping): then the lock is held. */
 export function waitForTicket(h: Int32Array, ticket: number): void {
   for (let i = 0; i < SPINS; i++) {
     if ((Atomics.load(h, H.LOCK) & SERVED) === ticket) return;
