@@ -33,7 +33,11 @@ export interface ShardedIndexerOptions {
   /**
    * Niceness (0..19) of the shard threads, Linux only (elsewhere ignored): above 0 they yield
    * the CPU to the calling thread when cores are oversubscribed, so lookups and the router's
-   * event loop are not kept waiting behind ingestion. Default 0 (same priority as the caller).
+   * event loop are not kept waiting behind ingestion. Default 0 (same priority as the caller):
+   * in the offered-load sweep at 2,000-7,000x (2 shards, `readYourWrites: false`, 2-core dev VM,
+   * paired windows) nice 10 and 19 gave lookup p99 21-52 us against 24-50 at 0, no gain within
+   * the noise, and 19 was worse at 7,000x (47-52 against 32-35 us); it helps lookups while the
+   * shards ingest unpaced (BENCHMARKS.md: p99 8.5 against 14.5 us at 10).
    */
   shardNice?: number;
 }
