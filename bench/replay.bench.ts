@@ -10,6 +10,8 @@
  * the lookup (often the previous request's, queued a moment earlier: the shard's wake-up) and
  * the main thread's own work before it takes the result.
  * The knee is the last factor at which achieved throughput still tracks offered (>= 90 %).
+ * The pair the latency target judges (shards 0, and 2 without read-your-writes) runs three
+ * rounds per factor, alternating sides, each row pooling its rounds (see `run`).
  *
  * Each factor replays a window of the trace's end that lasts at most `windowS` seconds of wall
  * time once compressed (the whole trace when it fits; at least `MIN_REQUESTS` requests);
@@ -41,6 +43,8 @@ const MAX_IN_FLIGHT = 256;
  * ranged 0.9-2.46x between runs of the same build; 300 hold ~36 bursts.
  */
 const MIN_REQUESTS = 300;
+/** Windows per side and factor of the judged pair, pooled into one row (see `run`). */
+const JUDGED_ROUNDS = 3;
 
 interface WindowResult {
   requests: number;
@@ -57,6 +61,52 @@ interface WindowResult {
    * (descheduled): answered past it, and tried but then waited (ShardedIndexer.readsPastWriter).
    */
   past: { answered: number; waited: number } | null;
+  /** Lookup p99 of each round pooled into this row (one entry: a single window). */
+  roundP99s: number[];
+}
+
+/** One window's raw measurements, before rounds are pooled (`pool`). */
+interface WindowRun {
+  /** Lookup latencies, us, sorted. */
+  latencies: Float64Array;
+  wallS: number;
+  /** The window's schedule (first to last arrival, compressed), s; the wall time when unpaced. */
+  spanS: number;
+  ops: number;
+  past: { answered: number; waited: number } | null;
+}
+
+/**
+ * Pools the rounds of one window (the same factor and series, run at different moments): the
+ * percentiles of all their lookups together, rates over their summed times, counters summed.
+ */
+function pool(runs: readonly WindowRun[]): WindowResult {
+  const all = new Float64Array(runs.reduce((k, r) => k + r.latencies.length, 0));
+  let at = 0;
+  for (const r of runs) {
+    all.set(r.latencies, at);
+    at += r.latencies.length;
+  }
+  all.sort();
+  const n = all.length;
+  const sum = (f: (r: WindowRun) => number): number => runs.reduce((k, r) => k + f(r), 0);
+  const spanS = sum((r) => r.spanS);
+  const wallS = sum((r) => r.wallS);
+  const ops = sum((r) => r.ops);
+  const past = runs[0]!.past === null ? null : { answered: sum((r) => r.past!.answered), waited: sum((r) => r.past!.waited) };
+  return {
+    requests: n,
+    offeredRps: n / spanS,
+    achievedRps: n / wallS,
+    offeredOps: ops / spanS,
+    achievedOps: ops / wallS,
+    p50Us: percentile(all, 50),
+    p99Us: percentile(all, 99),
+    p999Us: percentile(all, 99.9),
+    maxUs: all[n - 1]!,
+    past,
+    roundP99s: runs.map((r) => percentile(r.latencies, 99)),
+  };
 }
 
 function row(shards: string, factor: number, r: WindowResult, keeps: boolean | null): Record<string, string | number | boolean> {
@@ -75,6 +125,7 @@ function row(shards: string, factor: number, r: WindowResult, keeps: boolean | n
     'lookup max us': r.maxUs,
     'keeps up': keeps ?? '-',
     'shard lookups read past a stopped writer (waited)': r.past === null ? '-' : `${r.past.answered} (${r.past.waited})`,
+    'lookup p99 per round us': r.roundP99s.map((x) => x.toPrecision(4)).join(' / '),
   };
 }
 
@@ -89,7 +140,7 @@ const opsOf = (s: ScriptStep): number => s.stored + s.removed + s.matched;
 /** Replays `steps[from..]` paced at `factor` (Infinity: unpaced) after applying the rest. */
 async function replayWindow(
   steps: readonly ScriptStep[], from: number, factor: number, shards: number, readYourWrites: boolean, blocking: boolean,
-): Promise<WindowResult> {
+): Promise<WindowRun> {
   // The previous window's indexer is garbage now: collected here, the same for every series,
   // not by a major GC inside this window.
   await quiesce(100);
@@ -147,15 +198,10 @@ async function replayWindow(
     const spanS = factor === Infinity ? wallS : Math.max(1e-3, (steps[steps.length - 1]!.timestamp - ts0) / 1000 / factor);
     latencies.sort();
     return {
-      requests: n,
-      offeredRps: n / spanS,
-      achievedRps: n / wallS,
-      offeredOps: ops / spanS,
-      achievedOps: ops / wallS,
-      p50Us: percentile(latencies, 50),
-      p99Us: percentile(latencies, 99),
-      p999Us: percentile(latencies, 99.9),
-      maxUs: latencies[n - 1]!,
+      latencies,
+      wallS,
+      spanS,
+      ops,
       past: shards === 0 ? null : { answered: ix.readsPastWriter.answered - past0.answered, waited: ix.readsPastWriter.waited - past0.waited },
     };
   } finally {
@@ -227,6 +273,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     ? [10, 100, 1_000, 2_000, 4_000, 8_000, 16_000]
     : [1, 10, 30, 100, 300, 1_000, 2_000, 3_000, 5_000, 7_000, 10_000, 20_000, 50_000];
   const windowS = opts.quick ? 1 : 5;
+  const rounds = opts.quick ? 1 : JUDGED_ROUNDS;
   const file = traceFile(opts.shared);
   const { requests } = await readTraceFile(file, opts.quick ? 3_000 : Infinity);
   const t = performance.now();
@@ -246,21 +293,32 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const series = [[0, true, false], [2, false, true], [2, true, false], [2, true, true]].map(
     ([shards, readYourWrites, blocking]) => new Series(shards as number, readYourWrites as boolean, blocking as boolean),
   );
-  const window = async (s: Series, factor: number): Promise<void> => {
-    const r = await replayWindow(steps, factor === Infinity ? 0 : windowStart(steps, factor, windowS), factor, s.shards, s.readYourWrites, s.blocking);
+  const once = (s: Series, factor: number): Promise<WindowRun> =>
+    replayWindow(steps, factor === Infinity ? 0 : windowStart(steps, factor, windowS), factor, s.shards, s.readYourWrites, s.blocking);
+  const record = (s: Series, factor: number, r: WindowResult): void => {
     s.add(factor, r);
     if (factor !== Infinity) {
-      process.stderr.write(`replay: shards ${s.name} x${factor}: offered ${r.offeredRps.toFixed(0)} req/s, achieved ${r.achievedRps.toFixed(0)}\n`);
+      process.stderr.write(`replay: shards ${s.name} x${factor}: offered ${r.offeredRps.toFixed(0)} req/s, achieved ${r.achievedRps.toFixed(0)}, p99 ${r.roundP99s.map((x) => x.toFixed(1)).join('/')} us\n`);
     }
   };
+  // The judged pair runs `rounds` rounds at each factor, alternating the two sides window by
+  // window, and each row pools its rounds' lookups. One window per side measured the ratio
+  // this target judges at 1.3-2.6x for one build at one factor within an hour (2,000x, 2-core
+  // dev VM: the host's share of two cores moves on the scale of seconds); a row that pools
+  // three windows taken in the same minute on both sides compares the sides, not the moments.
+  // Each round's own p99 is listed beside the pooled one.
   const judged = series.slice(0, 2);
-  for (const factor of factors) {
-    for (const s of judged) if (!s.done) await window(s, factor);
+  for (const factor of [...factors, Infinity]) {
+    const active = judged.filter((s) => !s.done || factor === Infinity);
+    const runs = active.map((): WindowRun[] => []);
+    for (let round = 0; round < rounds; round++) {
+      for (let k = 0; k < active.length; k++) runs[k]!.push(await once(active[k]!, factor));
+    }
+    active.forEach((s, k) => record(s, factor, pool(runs[k]!)));
   }
-  for (const s of judged) await window(s, Infinity);
   for (const s of series.slice(2)) {
-    for (const factor of factors) if (!s.done) await window(s, factor);
-    await window(s, Infinity);
+    for (const factor of factors) if (!s.done) record(s, factor, pool([await once(s, factor)]));
+    record(s, Infinity, pool([await once(s, Infinity)]));
   }
   const rows = series.flatMap((s) => s.rows);
   const knees = series.map((s) => s.knee());
@@ -278,7 +336,11 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       '`findMatchesSync`, which spins and then sleeps until they did (timed as the call). The last column counts ' +
       'shard lookups (two per request with 2 shards) that found their shard\'s writer stopped inside a write section ' +
       '(descheduled: three busy threads on two cores): answered by reading the tree past it (src/tree/unit-log.ts) ' +
-      'or, in parentheses, tried and then waited for the lock.',
+      'or, in parentheses, tried and then waited for the lock. ' +
+      `The judged pair (shards 0, and 2 with \`readYourWrites: false\`) runs ${rounds} round${rounds === 1 ? '' : 's'} at every factor, ` +
+      'the two sides alternating window by window; each of its rows pools its rounds (requests, percentiles and rates ' +
+      'over all of them, counters summed), and the last column lists each round\'s own lookup p99. The read-your-writes ' +
+      'series run one window per factor.',
     '',
     table(rows),
     '',
@@ -311,9 +373,23 @@ function p99Verdict(rows: ReadonlyArray<Record<string, string | number | boolean
     return { ratio, text: `${ratio.toFixed(2)}x (at ${at}x)` };
   };
   const judged = worst('2, readYourWrites false');
+  // The same ratio round by round (round r of one side against round r of the other).
+  const perRound = (r: Record<string, string | number | boolean>): number[] => String(r['lookup p99 per round us']).split(' / ').map(Number);
+  const baseRounds = new Map(rows.filter((r) => r['shards'] === '0').map((r) => [r['factor'], perRound(r)]));
+  let roundWorst = 0;
+  let roundAt: string | number = '-';
+  for (const r of rows) {
+    const b = baseRounds.get(r['factor']);
+    if (r['shards'] !== '2, readYourWrites false' || r['factor'] === 'unpaced' || b === undefined) continue;
+    perRound(r).forEach((x, i) => {
+      const ratio = b[i] === undefined ? 0 : x / b[i]!;
+      if (ratio > roundWorst) [roundWorst, roundAt] = [ratio, r['factor'] as string | number];
+    });
+  }
   return [
     `Target: lookup p99 through 2 shards (\`readYourWrites: false\`, a router under load) within 2x of shards 0 at every factor: `,
-    `worst ratio ${judged.text} -> **${judged.ratio <= 2 ? 'met' : 'NOT met'}**. `,
+    `worst ratio ${judged.text} -> **${judged.ratio <= 2 ? 'met' : 'NOT met'}** (rounds pooled; the worst single round's ratio, `,
+    `round against round: ${roundWorst.toFixed(2)}x at ${roundAt}x). `,
     'With read-your-writes (the default), not judged: a lookup right after the previous request\'s events waits for ',
     `a shard to wake and apply them: worst ratio ${worst('2, readYourWrites true').text} (findMatches), `,
     `${worst('2, readYourWrites true, blocking').text} (blocking).`,
