@@ -23,6 +23,11 @@ export async function warmUp(ix: ShardedIndexer, events: Iterable<RouterEvent>, 
   await ix.flush();
   const result = createMatchResult();
   for (const seq of lookups) ix.findMatchesInto(seq, result);
+  await removeAll(ix, workers);
+}
+
+/** Empties an indexer again: removes `workers` (all it holds) and flushes. */
+export async function removeAll(ix: ShardedIndexer, workers: Iterable<bigint>): Promise<void> {
   for (const w of workers) await ix.removeWorker(w);
   await ix.flush();
 }
