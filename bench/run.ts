@@ -26,6 +26,7 @@ const SUITES: Array<[string, () => Promise<Suite>]> = [
       ...(await m.runJsonBench({ quick: o.quick, workloadPath: resolve(o.shared, 'workloads/conversation.jsonl.gz') })),
     });
   }],
+  ['query-body', async () => (await import('./query-body.bench.js')).run],
   ['tree', async () => (await import('./tree.bench.js')).run],
   ['shard', async () => (await import('./shard.bench.js')).run],
   ['lookup', async () => (await import('./lookup.bench.js')).run],
@@ -39,7 +40,7 @@ const SUITES: Array<[string, () => Promise<Suite>]> = [
 ];
 
 /** The suites of `--quick`: each on a subset; the threaded and NATS suites need `--only`. */
-const QUICK = new Set(['hash', 'json', 'tree', 'snapshot-scaling']);
+const QUICK = new Set(['hash', 'json', 'query-body', 'tree', 'snapshot-scaling']);
 
 async function main(): Promise<void> {
   const args = process.argv.slice(2);

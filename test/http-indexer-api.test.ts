@@ -82,6 +82,15 @@ describe.skipIf(!(await zmqAvailable()))('standalone indexer HTTP API', () => {
     }
     expect(got).toEqual(want(local));
     expect((got as { scores: Record<string, unknown> }).scores[String(W1)]).toEqual({ 0: 16n, 1: 8n });
+    // The same lookup in bodies the byte reader leaves to JSON.parse (query-body.ts): an escaped
+    // model name, an unknown key, a token written as 1.0, a repeated key (the last one counts).
+    const general = [
+      `{"token_ids":${JSON.stringify(t)},"model_name":"\\u006d"}`,
+      `{"token_ids":${JSON.stringify(t)},"model_name":"m","stream":false}`,
+      `{"token_ids":[${t.map((x) => `${x}.0`).join(',')}],"model_name":"m"}`,
+      `{"token_ids":[1,2],"model_name":"m","token_ids":${JSON.stringify(t)}}`,
+    ];
+    for (const body of general) expect((await call(url, '/query', body)).json, body).toEqual(want(local));
     // The same lookup by local hashes, sent as signed i64 text.
     const byHash = `{"block_hashes":[${[...local].map((h) => BigInt.asIntN(64, h)).join(',')}],"model_name":"m"}`;
     expect((await call(url, '/query_by_hash', byHash)).json).toEqual(want(local));

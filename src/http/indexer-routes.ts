@@ -20,6 +20,7 @@ import type { EngineRegistry } from './engine-registry.js';
 import { formatRouteDecision } from '../router/decision-json.js';
 import { KvIndexError, ErrorCode } from '../errors.js';
 import type { KvRouter, RouteOptions } from '../router/kv-router.js';
+import { QueryBodyReader } from './query-body.js';
 import { HttpRequestError, readQuery, readQueryByHash, readRegister, readRequestRef, readRoute, readUnregister } from './requests.js';
 import { dumpJson, scoresJson, workersJson } from './responses.js';
 
@@ -73,9 +74,11 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
     api.get('/workers', async (_req, reply) => reply.type(JSON_TYPE).send(workersJson(registry.listeners())));
 
     const onQuery = options.onQuery ?? null;
+    const queryBodies = new QueryBodyReader();
     api.post('/query', async (req, reply) => {
       const t0 = onQuery === null ? 0 : performance.now();
-      const q = readQuery(plain(req.body));
+      // The usual body shape is read from its bytes (query-body.ts); anything else the general way.
+      const q = queryBodies.read(bytes(req.body)) ?? readQuery(plain(req.body));
       const entry = registry.index(q.modelName, q.tenantId);
       if (entry === undefined) throw new HttpRequestError(`no index for model '${q.modelName}' tenant '${q.tenantId}'`, 404);
       const hashes = computeBlockHashes(q.tokenIds, entry.index.blockSize, { loraName: q.loraName });
