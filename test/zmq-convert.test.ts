@@ -48,6 +48,19 @@ describe('EventConverter', () => {
     expect(cv.convert({ ...base, parentHash: 22n })).toBe('duplicate_hash');
   });
 
+  it('finds a repeated hash or parent in short and long stores alike (pairwise up to 16 blocks, a set above)', () => {
+    const cv = new EventConverter(1);
+    for (const n of [1, 2, 15, 16, 17, 40]) {
+      const hashes = Array.from({ length: n }, (_, i) => 2n ** 63n + BigInt(i) * 1_000_003n);
+      const store = (blockHashes: bigint[], parentHash: bigint | null): EngineStored =>
+        ({ ...base, blockSize: 1, tokenIds: Uint32Array.from({ length: n }, (_, i) => i), blockHashes, parentHash });
+      expect(cv.convert(store(hashes, 5n)), `n=${n}`).not.toBe('duplicate_hash');
+      expect(cv.convert(store(hashes, null)), `n=${n}`).not.toBe('duplicate_hash');
+      expect(cv.convert(store(hashes, hashes[n - 1]!)), `parent = last, n=${n}`).toBe('duplicate_hash');
+      if (n > 1) expect(cv.convert(store([...hashes.slice(0, -1), hashes[0]!], null)), `first = last, n=${n}`).toBe('duplicate_hash');
+    }
+  });
+
   it('drops blocks beyond the full blocks of token_ids', () => {
     const c = new EventConverter(4).convert({ ...base, tokenIds: tokens.subarray(0, 9) });
     if (typeof c === 'string' || c.data.type !== 'stored') throw new Error('expected a store');

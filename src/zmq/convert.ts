@@ -111,11 +111,24 @@ export class EventConverter {
 }
 
 function hasDuplicate(hashes: readonly bigint[], parent: bigint | null): boolean {
-  // Events hold a few blocks to a few hundred; a Set is cheaper than sorting a copy.
+  const n = hashes.length;
+  if (n <= SMALL_EVENT) {
+    // Most events hold a few blocks: comparing pairs allocates nothing.
+    for (let i = 0; i < n; i++) {
+      const h = hashes[i]!;
+      if (h === parent) return true;
+      for (let j = i + 1; j < n; j++) if (hashes[j] === h) return true;
+    }
+    return false;
+  }
+  // Up to a few hundred blocks: a Set is cheaper than sorting a copy.
   const seen = new Set<bigint>(hashes);
-  if (seen.size !== hashes.length) return true;
+  if (seen.size !== n) return true;
   return parent !== null && seen.has(parent);
 }
+
+/** Events up to this many blocks are checked for repeated hashes pair by pair. */
+const SMALL_EVENT = 16;
 
 const MM_ID = /^[0-9a-f]{64}$/i;
 
