@@ -2,37 +2,19 @@
  * `/query` bodies (src/http/query-body.ts): the byte reader against what the route did before
  * it, `JSON.parse` of the UTF-8 text and then `readQuery`, on the bodies the ZMQ bench's client
  * sends (1,024 tokens) and on short ones (64 tokens). Time per body (tinybench, one pass reads
- * every body once) and the JS heap plus ArrayBuffer memory a body leaves behind (bytesPerCall).
+ * every body once) and the JS heap plus ArrayBuffer memory a body leaves behind (bytesLeftPerCall).
  * Both sides get the same bodies and the same answers (checked before timing).
  */
 import { Bench } from 'tinybench';
 import { QueryBodyReader } from '../src/http/query-body.js';
 import { readQuery } from '../src/http/requests.js';
-import { gc, table, type SuiteOptions, type SuiteResult } from './suite.js';
+import { bytesLeftPerCall, table, type SuiteOptions, type SuiteResult } from './suite.js';
 
 const sink = { value: 0 };
 
 function bodiesOf(tokens: number): Buffer[] {
   return Array.from({ length: 64 }, (_, k) =>
     Buffer.from(JSON.stringify({ token_ids: Array.from({ length: tokens }, (_, j) => (j * 31 + k) % 128_000), model_name: 'm' })));
-}
-
-/**
- * Bytes of JS heap and ArrayBuffer memory per call: the median of 30 runs of 20 calls, each
- * run after a GC (20 calls of the larger bodies stay far below the young generation's first
- * size, so no collection runs inside a run and hides what was left).
- */
-function bytesPerCall(bodies: Buffer[], read: (b: Buffer) => number): number {
-  const runs: number[] = [];
-  for (let r = 0; r < 30; r++) {
-    gc();
-    const m0 = process.memoryUsage();
-    for (let i = 0; i < 20; i++) sink.value += read(bodies[(r * 20 + i) % bodies.length]!);
-    const m1 = process.memoryUsage();
-    runs.push((m1.heapUsed - m0.heapUsed + m1.arrayBuffers - m0.arrayBuffers) / 20);
-  }
-  runs.sort((a, b) => a - b);
-  return Math.round(runs[15]!);
 }
 
 export async function run(opts: SuiteOptions): Promise<SuiteResult> {
@@ -69,7 +51,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
         suite: 'query-body', reader: name, tokens, 'body bytes': bodies[0]!.length,
         'us per body (p50)': Math.round(ms * 1000 * 100) / 100,
         'speed vs before': `${Math.round((before / ms) * 100) / 100}x`,
-        'bytes left per body': bytesPerCall(bodies, read),
+        'bytes left per body': bytesLeftPerCall((i) => void (sink.value += read(bodies[i % bodies.length]!))),
       });
     }
   }

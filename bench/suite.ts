@@ -41,6 +41,25 @@ export function table(rows: Array<Record<string, string | number | boolean>>): s
 export const gc = (): void => (globalThis as { gc?: () => void }).gc?.();
 
 /**
+ * Bytes of JS heap and ArrayBuffer memory a call leaves for the collector: the median of 30
+ * runs of 20 calls (`call(i)`, i counting on), each run after a GC. 20 calls of the benchmarks'
+ * inputs stay far below the young generation's first size, so no collection runs inside a run
+ * and hides what was left.
+ */
+export function bytesLeftPerCall(call: (i: number) => void): number {
+  const runs: number[] = [];
+  for (let r = 0; r < 30; r++) {
+    gc();
+    const m0 = process.memoryUsage();
+    for (let i = 0; i < 20; i++) call(r * 20 + i);
+    const m1 = process.memoryUsage();
+    runs.push((m1.heapUsed - m0.heapUsed + m1.arrayBuffers - m0.arrayBuffers) / 20);
+  }
+  runs.sort((a, b) => a - b);
+  return Math.round(runs[15]!);
+}
+
+/**
  * A full GC, then a pause of `pauseMs`: a timed run starts from the same heap state, and the
  * collector's background work ends before the clock starts instead of taking CPU from the
  * code measured (2-shard ingest of synthetic measured 178-241 ms right after `gc()` against

@@ -3,8 +3,8 @@
  * `{"token_ids":[u32,...],"model_name":"...","tenant_id":"..."|null,"lora_name":"..."|null}`
  * in any key order, with JSON whitespace. Tokens land in a reused Uint32Array and nothing is
  * built per token. `JSON.parse` of the UTF-8 text made a string of the body, an array of numbers
- * and then the Uint32Array: ~30 kB left for the collector per 1,024-token body, against ~0.2 kB
- * here, and 15.6 -> 10.4 us per body (bench/query-body.bench.ts). On `kvindex serve --http` at
+ * and then the Uint32Array: 19-30 kB left for the collector per 1,024-token body, against 0.2 kB
+ * here, and 16.2-16.8 -> 8.2-8.3 us per body (bench/query-body.bench.ts, two runs). On `kvindex serve --http` at
  * 1,000 requests/s with quiet engines that was about all of the young generation's intake
  * (~5 scavenges/s of ~7 MB each, 0.4-1.5 ms apiece, each one stalling the requests behind it).
  *
@@ -46,7 +46,7 @@ const KEY_LORA = Buffer.from('lora_name');
  * it, valid until the next `read`. The `/query` route hashes them at once, before any `await`.
  */
 export class QueryBodyReader {
-  private tokens = new Uint32Array(INITIAL_TOKENS);
+  private tokens: Uint32Array = new Uint32Array(INITIAL_TOKENS);
   private b: Buffer = EMPTY;
   private p = 0;
   private end = 0;
@@ -118,38 +118,44 @@ export class QueryBodyReader {
       this.p++;
       return 0;
     }
+    // One loop over locals: the cursor lives in `p` until the list ends (through this.next()
+    // per token it measured 16 us per 1,024-token body, as slow as JSON.parse).
     const b = this.b;
+    const end = this.end;
+    let tokens = this.tokens;
+    let p = this.p;
     let n = 0;
     for (;;) {
-      this.next();
-      let p = this.p;
-      const first = p < this.end ? b[p]! : -1;
-      if (first < ZERO || first > NINE) return -1;
-      let v = first - ZERO;
+      let c = p < end ? b[p]! : -1;
+      while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) c = ++p < end ? b[p]! : -1;
+      if (c < ZERO || c > NINE) return -1;
+      let v = c - ZERO;
       p++;
       // After a leading 0 the next byte must be a separator ("01" fails there, below).
       if (v !== 0) {
-        while (p < this.end && b[p]! >= ZERO && b[p]! <= NINE) {
+        while (p < end && b[p]! >= ZERO && b[p]! <= NINE) {
           v = v * 10 + (b[p]! - ZERO);
           if (v > U32_MAX) return -1;
           p++;
         }
       }
-      this.p = p;
-      if (n === this.tokens.length) this.grow();
-      this.tokens[n++] = v;
-      const c = this.next(); // '.', 'e' or 'E' after the digits: not a plain u32, -1 below
-      this.p++;
+      if (n === tokens.length) tokens = this.grow();
+      tokens[n++] = v;
+      c = p < end ? b[p]! : -1;
+      while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) c = ++p < end ? b[p]! : -1;
+      p++;
       if (c === RBRACKET) break;
-      if (c !== COMMA) return -1;
+      if (c !== COMMA) return -1; // '.', 'e' or 'E' after the digits: not a plain u32
     }
+    this.p = p;
     return n;
   }
 
-  private grow(): void {
+  private grow(): Uint32Array {
     const next = new Uint32Array(this.tokens.length * 2);
     next.set(this.tokens);
     this.tokens = next;
+    return next;
   }
 
   /** A string value without escapes or non-ASCII bytes, or null. */
