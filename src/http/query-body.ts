@@ -4,9 +4,10 @@
  * in any key order, with JSON whitespace. Tokens land in a reused Uint32Array and nothing is
  * built per token. `JSON.parse` of the UTF-8 text made a string of the body, an array of numbers
  * and then the Uint32Array: 19-30 kB left for the collector per 1,024-token body, against 0.2 kB
- * here, and 16.2-16.8 -> 8.2-8.3 us per body (bench/query-body.bench.ts, two runs). On `kvindex serve --http` at
- * 1,000 requests/s with quiet engines that was about all of the young generation's intake
- * (~5 scavenges/s of ~7 MB each, 0.4-1.5 ms apiece, each one stalling the requests behind it).
+ * here, and 16.2-16.8 -> 8.2-8.3 us per body (bench/query-body.bench.ts, two runs). On
+ * `kvindex serve --http` at 1,000 requests/s with quiet engines that was about all of the young
+ * generation's intake (~5 scavenges/s of ~7 MB each, 0.4-1.5 ms apiece, each one stalling
+ * the requests behind it).
  *
  * Anything else returns null and the caller reads the body the general way (`JSON.parse`, then
  * `readQuery`), which gives the same result or the same error as before: a key this reader does
