@@ -11,6 +11,7 @@
  * last 8 bytes, big-endian, as llm-d folds vLLM's raw sha256 digests).
  */
 
+import { DirectBatchReader } from './direct-batch.js';
 import { ZmqError, ZmqErrorCode } from './errors.js';
 
 /** A `BlockStored` event as the engine sent it (hashes already folded to u64). */
@@ -70,10 +71,21 @@ const STORED_POS = {
 const REMOVED_POS = { block_hashes: 1, medium: 2, group_idx: 3 } as const;
 
 const U64 = (1n << 64n) - 1n;
+/** One reader per module: decodeBatch does not reenter (nothing in it calls back). */
+const directReader = new DirectBatchReader();
 const I64_MIN = -(1n << 63n);
 
 /** Decodes a batch payload. Throws `ZmqError` `BadPayload` when the batch itself is malformed. */
 export function decodeBatch(decoder: MsgpackDecoder, payload: Uint8Array): EngineBatch {
+  // The usual shapes straight from the bytes (direct-batch.ts); anything else decoded generically.
+  return directReader.read(payload) ?? decodeBatchGeneric(decoder, payload);
+}
+
+/**
+ * `decodeBatch` through the msgpack decoder for every payload: the path of the shapes the direct
+ * reader leaves (and its reference in tests and benchmarks).
+ */
+export function decodeBatchGeneric(decoder: MsgpackDecoder, payload: Uint8Array): EngineBatch {
   let raw: unknown;
   try {
     raw = decoder.decode(payload);
