@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { QueryBodyReader } from '../src/http/query-body.js';
 import { readQuery, type QueryRequest } from '../src/http/requests.js';
+import { unitRandom as rng } from './support/rng.js';
 
 /** What the route did before the byte reader, for every body: the request, or the error's text. */
 function general(body: Buffer): QueryRequest | string {
@@ -27,16 +28,6 @@ function check(reader: QueryBodyReader, body: Buffer): QueryRequest | null {
   return fast;
 }
 
-/** Deterministic xorshift32. */
-function rng(seed: number): () => number {
-  let x = seed | 1;
-  return () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 2 ** 32;
-  };
-}
 
 const WS = [' ', '\t', '\n', '\r', '', '', ''];
 

@@ -3,6 +3,7 @@ import { ErrorCode, KvIndexError } from '../src/errors.js';
 import { createSnapshotWriter, encodeSnapshot } from '../src/protocol/snapshot-writer.js';
 import { decodeSnapshot, iterateSnapshot } from '../src/protocol/snapshot-reader.js';
 import type { RouterEvent, SnapshotEncoding } from '../src/protocol/types.js';
+import { xorshift32 as rng } from './support/rng.js';
 
 const hex = (bytes: Uint8Array): string => Buffer.from(bytes).toString('hex');
 const lo = (v: bigint): number => Number(v & 0xffffffffn);
@@ -37,18 +38,6 @@ const EXAMPLE_HEX = [
   .join('')
   .replaceAll(' ', '');
 
-/** Deterministic PRNG (xorshift32) so failures reproduce. */
-function rng(seed: number): () => number {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return s;
-  };
-}
 
 const SPECIAL = [0n, 1n, 2n ** 53n - 1n, 2n ** 53n, 2n ** 53n + 1n, 2n ** 63n, 2n ** 64n - 1n];
 

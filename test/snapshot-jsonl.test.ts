@@ -5,22 +5,11 @@ import { createSnapshotWriter, encodeSnapshot } from '../src/protocol/snapshot-w
 import { decodeSnapshot, iterateSnapshot } from '../src/protocol/snapshot-reader.js';
 import type { RouterEvent } from '../src/protocol/types.js';
 import { writeU64Decimal, writeUintDecimal } from '../src/protocol/u64-decimal.js';
+import { xorshift32 as rng } from './support/rng.js';
 
 const text = (bytes: Uint8Array): string => Buffer.from(bytes).toString('utf8');
 const bytesOf = (s: string): Uint8Array => new TextEncoder().encode(s);
 
-/** Deterministic PRNG (xorshift32) so failures reproduce. */
-function rng(seed: number): () => number {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return s;
-  };
-}
 
 const SPECIAL = [0n, 1n, 9n, 10n, 2n ** 53n - 1n, 2n ** 53n, 2n ** 53n + 1n, 10n ** 16n, 2n ** 63n, 2n ** 64n - 1n];
 

@@ -4,21 +4,10 @@ import { mergeSnapshots } from '../src/protocol/snapshot-merge.js';
 import { decodeSnapshot, iterateSnapshot } from '../src/protocol/snapshot-reader.js';
 import { encodeSnapshot } from '../src/protocol/snapshot-writer.js';
 import type { RouterEvent, SnapshotEncoding } from '../src/protocol/types.js';
+import { xorshift32 as rng } from './support/rng.js';
 
 const BINCODES = ['bincode', 'bincode-dp'] as const;
 
-/** Deterministic PRNG (xorshift32) so failures reproduce. */
-function rng(seed: number): () => number {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return s;
-  };
-}
 
 /** Every variant and option case: Stored root / with parent / two blocks, Removed, Cleared. */
 const EVENTS: RouterEvent[] = [

@@ -4,22 +4,11 @@ import { mergeSnapshots } from '../src/protocol/snapshot-merge.js';
 import { decodeSnapshot } from '../src/protocol/snapshot-reader.js';
 import { createSnapshotWriter, encodeSnapshot } from '../src/protocol/snapshot-writer.js';
 import type { RouterEvent, SnapshotEncoding } from '../src/protocol/types.js';
+import { xorshift32 as rng } from './support/rng.js';
 
 const ENCODINGS: SnapshotEncoding[] = ['bincode', 'bincode-dp', 'jsonl'];
 const hex = (bytes: Uint8Array): string => Buffer.from(bytes).toString('hex');
 
-/** Deterministic PRNG (xorshift32) so failures reproduce. */
-function rng(seed: number): () => number {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return s;
-  };
-}
 
 /** Events as a shard dumps them: ids 0..count-1, big worker ids and hashes, all variants. */
 function shardEvents(seed: number, count: number): RouterEvent[] {

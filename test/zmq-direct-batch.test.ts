@@ -8,6 +8,7 @@ import { Decoder, Encoder } from '@msgpack/msgpack';
 import { describe, expect, it } from 'vitest';
 import { DirectBatchReader } from '../src/zmq/direct-batch.js';
 import { decodeBatchGeneric, type EngineBatch } from '../src/zmq/wire.js';
+import { unitRandom as rng } from './support/rng.js';
 
 const enc = new Encoder({ useBigInt64: true });
 const dec = new Decoder({ useBigInt64: true });
@@ -26,16 +27,6 @@ function check(reader: DirectBatchReader, payload: Uint8Array): EngineBatch | nu
   return direct;
 }
 
-/** Deterministic xorshift32. */
-function rng(seed: number): () => number {
-  let x = seed | 1;
-  return () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 2 ** 32;
-  };
-}
 
 /** A hash in one of the encodings engines use (u64, i64, small ints, negative ints, bytes). */
 function hashValue(r: () => number): unknown {

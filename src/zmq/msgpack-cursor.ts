@@ -32,6 +32,8 @@ const MAP32 = 0xdf;
 
 /** Returned by the integer readers for a value they do not read. */
 export const NO = -1;
+/** A format byte no input has (a header kind without a fix or 8-bit form passes it). */
+const NONE = -2;
 /** Skipped values nested deeper than this are not skipped (`skip` returns false). */
 const MAX_SKIP_DEPTH = 16;
 const EMPTY = new Uint8Array(0);
@@ -83,84 +85,50 @@ export class MsgpackCursor {
 
   /** Length of a string at the cursor (moved past its header), or -1. */
   strHeader(): number {
-    const c = this.byte();
-    let len: number;
-    let head: number;
-    if ((c & 0xe0) === 0xa0) {
-      len = c & 0x1f;
-      head = 1;
-    } else if (c === STR8) {
-      len = this.u8(this.p + 1);
-      head = 2;
-    } else if (c === STR16) {
-      len = this.u16(this.p + 1);
-      head = 3;
-    } else if (c === STR32) {
-      len = this.u32(this.p + 1);
-      head = 5;
-    } else {
-      return -1;
-    }
-    if (len < 0 || this.p + head + len > this.end) return -1;
-    this.p += head;
-    return len;
+    const len = this.header(0xe0, 0xa0, 0x1f, STR8, STR16, STR32);
+    return len >= 0 && this.p + len <= this.end ? len : -1;
   }
 
   /** Element count of an array at the cursor (moved past its header), or -1. */
   arrayHeader(): number {
-    const c = this.byte();
-    let n: number;
-    let head: number;
-    if ((c & 0xf0) === 0x90) {
-      n = c & 0x0f;
-      head = 1;
-    } else if (c === ARRAY16) {
-      n = this.u16(this.p + 1);
-      head = 3;
-    } else if (c === ARRAY32) {
-      n = this.u32(this.p + 1);
-      head = 5;
-    } else {
-      return -1;
-    }
+    const n = this.header(0xf0, 0x90, 0x0f, NONE, ARRAY16, ARRAY32);
     // Every element takes a byte at least: a count beyond the bytes left is malformed (and
     // would otherwise size an allocation).
-    if (n < 0 || this.p + head + n > this.end) return -1;
-    this.p += head;
-    return n;
+    return n >= 0 && this.p + n <= this.end ? n : -1;
   }
 
   /** Entry count of a map at the cursor (moved past its header), or -1. */
   mapHeader(): number {
-    const c = this.byte();
-    let n: number;
-    let head: number;
-    if ((c & 0xf0) === 0x80) {
-      n = c & 0x0f;
-      head = 1;
-    } else if (c === MAP16) {
-      n = this.u16(this.p + 1);
-      head = 3;
-    } else if (c === MAP32) {
-      n = this.u32(this.p + 1);
-      head = 5;
-    } else {
-      return -1;
-    }
-    if (n < 0 || this.p + head + 2 * n > this.end) return -1;
-    this.p += head;
-    return n;
+    const n = this.header(0xf0, 0x80, 0x0f, NONE, MAP16, MAP32);
+    return n >= 0 && this.p + 2 * n <= this.end ? n : -1;
   }
 
   /** Length of a bin value at the cursor (moved past its header), or -1. */
   binHeader(): number {
+    const len = this.header(0, NONE, 0, BIN8, BIN16, BIN32);
+    return len >= 0 && this.p + len <= this.end ? len : -1;
+  }
+
+  /**
+   * The length or count of a header at the cursor: a fix format (`c & fixMask === fixTag`, the
+   * count in `c & countMask`) or one with a 1-, 2- or 4-byte big-endian count. Moves past the
+   * header; -1 for another format or a truncated header.
+   */
+  private header(fixMask: number, fixTag: number, countMask: number, op8: number, op16: number, op32: number): number {
     const c = this.byte();
-    const head = c === BIN8 ? 2 : c === BIN16 ? 3 : c === BIN32 ? 5 : 0;
-    if (head === 0) return -1;
-    const len = head === 2 ? this.u8(this.p + 1) : head === 3 ? this.u16(this.p + 1) : this.u32(this.p + 1);
-    if (len < 0 || this.p + head + len > this.end) return -1;
-    this.p += head;
-    return len;
+    if (c < 0) return -1;
+    const p = this.p;
+    let n: number;
+    if ((c & fixMask) === fixTag) {
+      this.p = p + 1;
+      return c & countMask;
+    }
+    if (c === op8) n = this.u8(p + 1);
+    else if (c === op16) n = this.u16(p + 1);
+    else if (c === op32) n = this.u32(p + 1);
+    else return -1;
+    if (n >= 0) this.p = p + (c === op8 ? 2 : c === op16 ? 3 : 5);
+    return n;
   }
 
   /** Whether bytes [at, at + len) are the ASCII `text`. */
