@@ -3,8 +3,8 @@
  * `{"token_ids":[u32,...],"model_name":"...","tenant_id":"..."|null,"lora_name":"..."|null}`
  * in any key order, with JSON whitespace. Tokens land in a reused Uint32Array and nothing is
  * built per token. `JSON.parse` of the UTF-8 text made a string of the body, an array of numbers
- * and then the Uint32Array: 19-30 kB left for the collector per 1,024-token body, against 0.2 kB
- * here, and 16.2-16.8 -> 8.2-8.3 us per body (bench/query-body.bench.ts, two runs). On
+ * and then the Uint32Array: 18-30 kB left for the collector per 1,024-token body, against 0.2 kB
+ * here, and 15.8-16.8 -> 8.2-9.8 us per body (bench/query-body.bench.ts, three runs). On
  * `kvindex serve --http` at 1,000 requests/s with quiet engines that was about all of the young
  * generation's intake (~5 scavenges/s of ~7 MB each, 0.4-1.5 ms apiece, each one stalling
  * the requests behind it).

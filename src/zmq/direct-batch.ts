@@ -5,7 +5,8 @@
  * first builds the whole payload as JS values (an object per map event, an array of numbers per
  * event's tokens, a string per string) and `decodeEvent` then builds the result from them: per
  * batch of the ZMQ bench (4 stores of 4 blocks and a removal, map events) that path left
- * 28.4 kB for the collector and took 19.5 us; read here, 6.4 kB and 11.5 us (same run).
+ * 17.7-26.3 kB for the collector and took 13.7-19.7 us; read here, 3.8 kB and 8.7-11.0 us (two
+ * runs, each side in the same run).
  *
  * Anything else returns null and `decodeBatch` takes the generic path, which gives the same
  * result or the same errors as before: a malformed event (it becomes a `ZmqError` there), a
