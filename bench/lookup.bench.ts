@@ -16,7 +16,7 @@ import { PerformanceObserver } from 'node:perf_hooks';
 import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import { createMatchResult, type MatchResult } from '../src/tree/match-result.js';
 import { RoundTrip } from './reference/round-trip.js';
-import { gc, percentile, quiesce, table, type SuiteOptions, type SuiteResult } from './suite.js';
+import { concatLatencies, gc, percentile, quiesce, table, type SuiteOptions, type SuiteResult } from './suite.js';
 import { removeAll, warmUp } from './warm-up.js';
 import { loadWorkload, workloadPath, type LoadedWorkload } from './workloads.js';
 
@@ -89,17 +89,6 @@ async function ingestWithLookups(ix: ShardedIndexer, ops: LoadedWorkload['ops'],
   }
   await ix.flush();
   return { ms: performance.now() - t0, lat: lat.subarray(0, k) };
-}
-
-/** The latencies of several runs in one array. */
-function pool(parts: Float64Array[]): Float64Array {
-  const all = new Float64Array(parts.reduce((k, p) => k + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    all.set(p, at);
-    at += p.length;
-  }
-  return all;
 }
 
 /** `timeSync` for an async call, awaited. */
@@ -224,7 +213,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   }
   for (const [key, parts] of pooled) {
     const [shards, how] = key.split('\u0000') as [string, string];
-    quiet.push({ shards: Number(shards), lookup: how, ...stats(pool(parts)) });
+    quiet.push({ shards: Number(shards), lookup: how, ...stats(concatLatencies(parts)) });
   }
   idle.push(...(await idleRows(sides, seqs, idleN)));
   for (const { shards, ix } of sides) {
@@ -286,7 +275,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       shards, readYourWrites, shardNice, threads: warm ? 'warmed' : 'fresh', rounds: runs.length,
       'ingest+lookups ms per round': runs.map((r) => Math.round(r.ms)).join(' / '),
       'event block-ops/s': Math.round((conv.eventBlocks * runs.length) / (ms / 1000)),
-      ...stats(pool(runs.map((r) => r.lat))),
+      ...stats(concatLatencies(runs.map((r) => r.lat))),
     };
   };
   // The judged pair (shards 0 and 2, readYourWrites false) runs INGEST_ROUNDS rounds, the sides

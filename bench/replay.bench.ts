@@ -32,7 +32,7 @@ import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import { readTraceFile } from '../src/trace/mooncake.js';
 import { recordSimulation, type ScriptStep } from '../src/trace/sim-script.js';
 import { warmUp } from './warm-up.js';
-import { percentile, quiesce, runIfMain, table, type SuiteOptions, type SuiteResult } from './suite.js';
+import { concatLatencies, percentile, quiesce, runIfMain, table, type SuiteOptions, type SuiteResult } from './suite.js';
 
 const KEEPS_UP = 0.9;
 const MAX_IN_FLIGHT = 256;
@@ -81,12 +81,7 @@ interface WindowRun {
  * percentiles of all their lookups together, rates over their summed times, counters summed.
  */
 function pool(runs: readonly WindowRun[]): WindowResult {
-  const all = new Float64Array(runs.reduce((k, r) => k + r.latencies.length, 0));
-  let at = 0;
-  for (const r of runs) {
-    all.set(r.latencies, at);
-    at += r.latencies.length;
-  }
+  const all = concatLatencies(runs.map((r) => r.latencies));
   all.sort();
   const n = all.length;
   const sum = (f: (r: WindowRun) => number): number => runs.reduce((k, r) => k + f(r), 0);

@@ -24,6 +24,17 @@ export function percentile(sorted: ArrayLike<number>, p: number): number {
   return sorted[i]!;
 }
 
+/** Several runs' latencies in one array, in run order. */
+export function concatLatencies(parts: readonly Float64Array[]): Float64Array {
+  const all = new Float64Array(parts.reduce((k, p) => k + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    all.set(p, at);
+    at += p.length;
+  }
+  return all;
+}
+
 /** Markdown table from rows (column order of the first row). */
 export function table(rows: Array<Record<string, string | number | boolean>>): string {
   if (rows.length === 0) return '';

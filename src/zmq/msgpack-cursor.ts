@@ -37,10 +37,11 @@ const NONE = -2;
 /** Skipped values nested deeper than this are not skipped (`skip` returns false). */
 const MAX_SKIP_DEPTH = 16;
 const EMPTY = new Uint8Array(0);
+const EMPTY_VIEW = new DataView(EMPTY.buffer);
 
 export class MsgpackCursor {
   b: Uint8Array = EMPTY;
-  view: DataView<ArrayBufferLike> = new DataView(new ArrayBuffer(8));
+  view: DataView<ArrayBufferLike> = EMPTY_VIEW;
   p = 0;
   end = 0;
 
@@ -55,7 +56,7 @@ export class MsgpackCursor {
   /** Drops the reference to the bytes, so that a large payload is not kept alive. */
   release(): void {
     this.b = EMPTY;
-    this.view = new DataView(EMPTY.buffer);
+    this.view = EMPTY_VIEW; // no new view per batch just to let go of the payload
     this.end = 0;
   }
 
