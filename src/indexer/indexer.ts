@@ -40,6 +40,11 @@ export interface Engine {
   readonly liveThreads: number;
   readonly threadIds: number[];
   readonly readsPastWriter: ReadsPastWriter;
+  /**
+   * Nothing waits to be applied, and the engine is open: a lookup made now neither posts events
+   * nor waits for a shard (keep-warm primes only then).
+   */
+  readonly idle: boolean;
   applyEvent(event: RouterEvent): void;
   applyEventJson(text: Uint8Array, tag?: number): void;
   applyEventJsonOnCaller(text: Uint8Array): void;

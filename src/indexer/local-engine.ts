@@ -23,6 +23,11 @@ export class LocalEngine implements Engine {
   #writer: SnapshotWriter | null = null;
   #closed = false;
 
+  /** Every call applies at once: idle whenever open. */
+  get idle(): boolean {
+    return !this.#closed;
+  }
+
   constructor(expirationMs: number | undefined, maxPairs?: number) {
     this.#tree = new RadixTree({
       ...(expirationMs === undefined ? {} : { expirationMs }),

@@ -40,6 +40,13 @@ export interface ShardedIndexerOptions {
    * shards ingest unpaced (BENCHMARKS.md: p99 8.5 against 14.5 us at 10).
    */
   shardNice?: number;
+  /**
+   * Keep-warm period in ms (1..60,000; default off): while no lookup comes, a one-block lookup
+   * every period keeps the lookup path in the caches (keep-warm.ts: after 10 ms of idle time a
+   * 2-shard lookup measured 3-5x slower than with a prime every 1 ms on the dev VM). Not with
+   * `expirationMs`, where every lookup records the frequency trail.
+   */
+  keepWarmMs?: number;
 }
 
 /** The shard thread entry point of this build. */
@@ -78,6 +85,10 @@ export function checkOptions(o: ShardedIndexerOptions): void {
   }
   if (o.shardNice !== undefined && !(Number.isInteger(o.shardNice) && o.shardNice >= 0 && o.shardNice <= 19)) {
     bad(`shardNice: expected an integer 0..19, got ${String(o.shardNice)}`);
+  }
+  if (o.keepWarmMs !== undefined) {
+    if (!(Number.isFinite(o.keepWarmMs) && o.keepWarmMs >= 1 && o.keepWarmMs <= 60_000)) bad(`keepWarmMs: expected a number 1..60000, got ${String(o.keepWarmMs)}`);
+    if (o.expirationMs !== undefined) bad('keepWarmMs: not with expirationMs (every lookup records the frequency trail)');
   }
   if (o.batchWords !== undefined && !(Number.isInteger(o.batchWords) && o.batchWords > 0)) {
     bad(`batchWords: expected a positive integer, got ${String(o.batchWords)}`);

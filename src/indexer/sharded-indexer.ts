@@ -19,23 +19,55 @@ import type { OverlapScores, RouterEvent, SnapshotEncoding } from '../protocol/t
 import { ThreadedEngine, type EngineReport } from '../shard/main/threaded-engine.js';
 import type { ShardThreadSpec } from '../shard/main/thread-shard.js';
 import type { ShardStats } from '../shard/wire/messages.js';
-import type { MatchResult } from '../tree/match-result.js';
+import { createMatchResult, type MatchResult } from '../tree/match-result.js';
 import type { Engine, Indexer, IndexerEvents, ReadsPastWriter } from './indexer.js';
+import { KeepWarm } from './keep-warm.js';
 import { LocalEngine } from './local-engine.js';
 import { checkOptions, shardWorkerFile, type ShardedIndexerOptions } from './options.js';
 
 export type { ShardedIndexerOptions } from './options.js';
 
+/** The keep-warm lookup's one block (any value: a match would be harmless, nothing records it). */
+const PRIME = BigUint64Array.of(0x6b76_696e_6465_7821n);
+
 export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Indexer {
   readonly shardCount: number;
   readonly #blockSize: number;
   readonly #engine: Engine;
+  /** Lookups made, for keep-warm: a tick after a lookup does not prime. */
+  #lookups = 0;
+  readonly #keepWarm: KeepWarm | null;
+  readonly #primed = createMatchResult();
 
   private constructor(options: ShardedIndexerOptions, engine: Engine) {
     super();
     this.shardCount = options.shards;
     this.#blockSize = options.blockSize;
     this.#engine = engine;
+    this.#keepWarm = options.keepWarmMs === undefined
+      ? null
+      : new KeepWarm(options.keepWarmMs, { lookups: () => this.#lookups, prime: () => this.#prime() });
+  }
+
+  /**
+   * Keep-warm's lookup (keep-warm.ts): the allocation-free call and the async one, as requests
+   * make them, only when the engine is idle (no event would be posted, no shard waited for).
+   */
+  #prime(): boolean {
+    const e = this.#engine;
+    if (!e.idle) return false;
+    try {
+      e.findMatchesInto(PRIME, this.#primed);
+      e.findMatches(PRIME).catch(() => undefined);
+      return true;
+    } catch {
+      return false; // closed or failed meanwhile: the next call reports it
+    }
+  }
+
+  /** Keep-warm lookups made so far (0 without `keepWarmMs`). */
+  get keepWarmPrimes(): number {
+    return this.#keepWarm?.primes ?? 0;
   }
 
   /** Validates the options and starts the engine (and its shard threads, if any). */
@@ -100,6 +132,11 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
   /** True while the backlog is above the high-water mark; wait for `'drain'`. */
   get needsDrain(): boolean {
     return this.#engine.needsDrain;
+  }
+
+  /** Open, and every event applied so far has reached its shard's tree (nothing queued or in flight). */
+  get idle(): boolean {
+    return this.#engine.idle;
   }
 
   /** Shard threads still running (0 after `close()`, and for `shards: 0`). */
@@ -172,6 +209,7 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
 
   /** Prefix-match scores of every worker for a sequence of tokens hashes (u64 each). */
   findMatches(hashes: BigUint64Array | readonly bigint[]): Promise<OverlapScores> {
+    this.#lookups++;
     return this.#engine.findMatches(hashes);
   }
 
@@ -180,6 +218,7 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
    * and multimodal hashes, as `computeBlockHashes`), then `findMatches`.
    */
   findMatchesForTokens(tokens: Uint32Array | readonly number[], options?: BlockHashOptions): Promise<OverlapScores> {
+    this.#lookups++;
     return this.#engine.findMatches(computeBlockHashes(tokens, this.#blockSize, options));
   }
 
@@ -192,16 +231,19 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
    * `expirationMs` (the frequency trail lives in the shards: use `findMatches`).
    */
   findMatchesInto(hashes: BigUint64Array | readonly bigint[], result: MatchResult, earlyExit = false): number {
+    this.#lookups++;
     return this.#engine.findMatchesInto(hashes, result, earlyExit);
   }
 
   /** `findMatches`, synchronously, on the calling thread (see `findMatchesInto`). */
   findMatchesSync(hashes: BigUint64Array | readonly bigint[]): OverlapScores {
+    this.#lookups++;
     return this.#engine.findMatchesSync(hashes);
   }
 
   /** `findMatchesForTokens`, synchronously, on the calling thread. */
   findMatchesForTokensSync(tokens: Uint32Array | readonly number[], options?: BlockHashOptions): OverlapScores {
+    this.#lookups++;
     return this.#engine.findMatchesSync(computeBlockHashes(tokens, this.#blockSize, options));
   }
 
@@ -244,6 +286,7 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
 
   /** Stops every shard thread; pending calls fail with KVX_CLOSED. Safe to call twice. */
   async close(): Promise<void> {
+    this.#keepWarm?.stop();
     await this.#engine.close();
   }
 }

@@ -160,6 +160,16 @@ export class ThreadedEngine {
     return this.threads.map((t) => t.threadId);
   }
 
+  /** No event queued in an outbox, every shard applied all it was sent, no failure, open. */
+  get idle(): boolean {
+    if (this.failure !== null || this.closed) return false;
+    for (let i = 0; i < this.readers.length; i++) {
+      const out = this.outboxes[i]!;
+      if (out.queued !== 0 || this.readers[i]!.applied !== out.sentEvents) return false;
+    }
+    return true;
+  }
+
   get readsPastWriter(): ReadsPastWriter {
     let answered = 0;
     let waited = 0;

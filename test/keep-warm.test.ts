@@ -1,0 +1,129 @@
+/**
+ * Keep-warm (option `keepWarmMs`): its checks; the tick's rule (no prime after a lookup, none
+ * counted when the indexer cannot prime); priming while idle with and without shard threads,
+ * never while lookups come or after close; and answers unchanged by it: every lookup equals
+ * the in-thread tree's at quiescent points while priming runs between them.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ErrorCode } from '../src/errors.js';
+import { KeepWarm } from '../src/indexer/keep-warm.js';
+import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
+import { RadixTree } from '../src/tree/radix-tree.js';
+import { sortedScores } from './support/compare.js';
+import { prefixClosedEvents } from './support/prefix-closed-gen.js';
+
+let open: ShardedIndexer[] = [];
+afterEach(async () => {
+  await Promise.all(open.map((ix) => ix.close()));
+  open = [];
+});
+
+async function indexer(shards: number, keepWarmMs?: number, readYourWrites = true): Promise<ShardedIndexer> {
+  const ix = await ShardedIndexer.create({ shards, blockSize: 16, readYourWrites, ...(keepWarmMs === undefined ? {} : { keepWarmMs }) });
+  open.push(ix);
+  return ix;
+}
+
+describe('keep-warm', () => {
+  it.each([0, 0.5, 60_001, Number.NaN, Infinity, '5'])('rejects keepWarmMs %s', async (keepWarmMs) => {
+    await expect(ShardedIndexer.create({ shards: 0, blockSize: 16, keepWarmMs: keepWarmMs as number })).rejects.toMatchObject({
+      code: ErrorCode.InvalidOption,
+    });
+  });
+
+  it('rejects keepWarmMs with expirationMs (a lookup would record the frequency trail)', async () => {
+    for (const shards of [0, 1]) {
+      await expect(ShardedIndexer.create({ shards, blockSize: 16, keepWarmMs: 1, expirationMs: 1000 })).rejects.toMatchObject({
+        code: ErrorCode.InvalidOption,
+        message: expect.stringContaining('expirationMs'),
+      });
+    }
+  });
+
+  it('primes on a tick only when no lookup came since the last one, and counts only primes made', () => {
+    let lookups = 0;
+    let canPrime = true;
+    let called = 0;
+    const kw = new KeepWarm(60_000, { lookups: () => lookups, prime: () => (called++, canPrime) });
+    try {
+      kw.tick(); // first look at the count: no prime
+      expect(called).toBe(0);
+      kw.tick();
+      kw.tick();
+      expect([called, kw.primes]).toEqual([2, 2]);
+      lookups++;
+      kw.tick(); // a lookup came since the last tick
+      expect(called).toBe(2);
+      kw.tick();
+      expect(called).toBe(3);
+      canPrime = false;
+      kw.tick();
+      expect([called, kw.primes]).toEqual([4, 3]);
+    } finally {
+      kw.stop();
+    }
+  });
+
+  it.each([0, 2])('primes while idle, never while lookups come, never after close (shards: %i)', async (shards) => {
+    const ix = await indexer(shards, 1);
+    const { events, docs } = prefixClosedEvents(7, 300);
+    ix.applyEvents(events);
+    await ix.flush();
+    expect(ix.idle).toBe(true);
+    await sleep(60);
+    const idlePrimes = ix.keepWarmPrimes;
+    expect(idlePrimes).toBeGreaterThan(0);
+
+    // Lookups at every turn of the event loop: each tick follows a lookup.
+    const before = ix.keepWarmPrimes;
+    const until = performance.now() + 40;
+    let k = 0;
+    while (performance.now() < until) {
+      await ix.findMatches(docs[k++ % docs.length]!);
+      await new Promise((r) => setImmediate(r));
+    }
+    expect(ix.keepWarmPrimes).toBe(before);
+
+    await ix.close();
+    const closed = ix.keepWarmPrimes;
+    await sleep(20);
+    expect(ix.keepWarmPrimes).toBe(closed);
+  });
+
+  it('is off by default', async () => {
+    const ix = await indexer(1);
+    await sleep(20);
+    expect(ix.keepWarmPrimes).toBe(0);
+  });
+
+  it('is not idle while events wait to reach a shard, so no prime posts them early', async () => {
+    const ix = await indexer(1, 60_000);
+    const { events } = prefixClosedEvents(3, 50);
+    ix.applyEvent(events[0]!);
+    expect(ix.idle).toBe(false); // queued in the outbox
+    await ix.flush();
+    expect(ix.idle).toBe(true);
+    await ix.close();
+    expect(ix.idle).toBe(false);
+  });
+
+  it.each([
+    [0, true],
+    [2, true],
+    [2, false],
+  ])('leaves every answer as the in-thread tree gives it while it primes between events (shards: %i, readYourWrites: %s)', async (shards, ryw) => {
+    const ix = await indexer(shards, 1, ryw);
+    const ref = new RadixTree();
+    const { events, docs } = prefixClosedEvents(11, 1200);
+    for (let i = 0; i < events.length; i += 100) {
+      const part = events.slice(i, i + 100);
+      ix.applyEvents(part);
+      for (const e of part) ref.applyEvent(e);
+      await ix.flush();
+      await sleep(5); // ticks that prime
+      for (const d of docs) expect(sortedScores(await ix.findMatches(d))).toEqual(sortedScores(ref.findMatches(d)));
+    }
+    expect(ix.keepWarmPrimes).toBeGreaterThan(0);
+  });
+});
