@@ -251,6 +251,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const q50 = ratio('findMatches (async', 'p50 us');
   const q99 = ratio('findMatches (async', 'p99 us');
   const idle50 = p(idle, 2, 'findMatches', 'p50 us');
+  const warm50 = p(warmIdle, 2, 'findMatches', 'p50 us');
   sections.push(
     `**Quiescent lookups, back to back**, on the final ${conv.name} tree (${perRound * ROUNDS} per row: ${ROUNDS} rounds, each shard count in turn, each after a warm-up). With shard threads ` +
       'both product calls read the shards\' trees in shared memory on the calling thread, under each shard\'s lock. ' +
@@ -262,10 +263,11 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       'two host rows measured in the same rounds: an empty async call, and reads of random pages (a lookup walk reads ' +
       '~12 distinct 4 KiB pages of each tree it walks, counted on this workload). Target: p50 <= 10 us through 2 shards: ' +
       `${idle50} us -> **${verdict(idle50 <= 10)}** (same rounds: in-thread ${p(idle, 0, 'findMatches', 'p50 us')} us, ` +
-      `${FLOOR_PAGES} random page reads ${p(idle, '-', `host: ${FLOOR_PAGES}`, 'p50 us')} us).\n\n${table(idle)}`,
+      `${FLOOR_PAGES} random page reads ${p(idle, '-', `host: ${FLOOR_PAGES}`, 'p50 us')} us). With keep-warm ` +
+      `(\`keepWarmMs: ${KEEP_WARM_MS}\`, off by default, next table): ${warm50} us -> ${verdict(warm50 <= 10)} on that configuration.\n\n${table(idle)}`,
     `**Idle lookups with keep-warm** (\`keepWarmMs: ${KEEP_WARM_MS}\`, off by default: src/indexer/keep-warm.ts), measured as above ` +
-      'right after them, on indexers of their own (not judged: the target is judged on the default). While no lookup ' +
-      `comes, each makes a one-block lookup every ${KEEP_WARM_MS} ms (primes made during these rows: ` +
+      'right after them, on indexers of their own (the verdict above is the default\'s). While no lookup comes, each ' +
+      `looks up the latest request's first 32 blocks again every ${KEEP_WARM_MS} ms (primes made during these rows: ` +
       `${primes.map((k, i) => `shards ${warmSides[i]!.shards}: ${k.toLocaleString('en-US')}`).join(', ')}). 2 shards: p50 ` +
       `${p(warmIdle, 2, 'findMatches', 'p50 us')} us against ${idle50} us without it; in-thread ${p(warmIdle, 0, 'findMatches', 'p50 us')} us.\n\n${table(warmIdle)}`,
     `**Allocation**: 100,000 \`findMatchesInto\` in a row into one reused result, after a GC: JS heap growth and ` +

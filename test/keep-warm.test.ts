@@ -91,6 +91,22 @@ describe('keep-warm', () => {
     expect(ix.keepWarmPrimes).toBe(closed);
   });
 
+  it.each([0, 1])('survives a latest lookup the caller gave bad values, and primes again after a good one (shards: %i)', async (shards) => {
+    const ix = await indexer(shards, 1);
+    const { events, docs } = prefixClosedEvents(5, 200);
+    ix.applyEvents(events);
+    await ix.flush();
+    const bad = [1 as unknown as bigint, 2n];
+    await expect(async () => ix.findMatchesSync(bad)).rejects.toThrow();
+    await sleep(30);
+    const stuck = ix.keepWarmPrimes; // each prime copies the bad value and gives up, uncounted
+    await sleep(30);
+    expect(ix.keepWarmPrimes).toBe(stuck);
+    expect(sortedScores(await ix.findMatches(docs[0]!))).toEqual(sortedScores(await ix.findMatches(docs[0]!)));
+    await sleep(60);
+    expect(ix.keepWarmPrimes).toBeGreaterThan(stuck);
+  });
+
   it('is off by default', async () => {
     const ix = await indexer(1);
     await sleep(20);

@@ -28,7 +28,7 @@ describe.skipIf(!installed)('kvindex serve with a password and --metrics', () =>
   it('consumes, serves the operations routes, and never logs the password', async () => {
     const serve = new ServeProcess([
       '--nats', `nats://router:${PASSWORD}@127.0.0.1:${server.port}`, '--namespace', 'sops', '--component', 'backend',
-      '--metrics', '127.0.0.1:0', '--ready-max-lag', '0', '--log-level', 'trace',
+      '--metrics', '127.0.0.1:0', '--ready-max-lag', '0', '--log-level', 'trace', '--keep-warm-ms', '1',
     ]);
     const pub = await KvEventPublisher.connect({ namespace: 'sops', component: 'backend', servers: server.url, auth: { user: 'router', pass: PASSWORD } });
     try {
@@ -47,6 +47,12 @@ describe.skipIf(!installed)('kvindex serve with a password and --metrics', () =>
       }
       expect(value(all, 'kvindex_stream_last_applied_seq')).toBe(lastSeq);
       expect(value(all, 'dynamo_component_kv_cache_events_applied', { event_type: 'stored', status: 'ok' })).toBe(20);
+      // --keep-warm-ms 1: idle, the indexer keeps its lookup path warm, counted as a metric.
+      for (let i = 0; i < 100 && value(all, 'kvindex_keep_warm_primes_total') === 0; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        all = parsePrometheusText(await (await fetch(`${url}/metrics`)).text());
+      }
+      expect(value(all, 'kvindex_keep_warm_primes_total')).toBeGreaterThan(0);
       expect((await fetch(`${url}/health`)).status).toBe(200);
       expect((await fetch(`${url}/ready`)).status).toBe(200);
       serve.signal('SIGTERM');

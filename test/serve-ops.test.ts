@@ -96,6 +96,7 @@ describe.skipIf(!installed)('serve operations', () => {
       // The indexer's own counts, whatever the scheduler made of this run's lookups.
       expect(value(all, 'kvindex_lookups_past_writer_total', { outcome: 'answered' })).toBe(ix.readsPastWriter.answered);
       expect(value(all, 'kvindex_lookups_past_writer_total', { outcome: 'waited' })).toBe(ix.readsPastWriter.waited);
+      expect(value(all, 'kvindex_keep_warm_primes_total')).toBe(0); // off unless asked for
       expect(value(all, 'dynamo_router_overhead_indexer_find_matches_ms_count', { router_id: sub.consumerName })).toBe(5);
       // The stream has more workers than the cap of 1: one series only.
       expect(sum((s) => s.workers)).toBeGreaterThan(1);

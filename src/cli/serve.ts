@@ -43,6 +43,9 @@ const USAGE = `usage: kvindex serve [options]
   --component <comp>         Dynamo component (default: backend)
   --shards <n>               shard threads; 0 indexes in the main thread (default: 0)
   --block-size <n>           tokens per block for token queries (default: 16)
+  --keep-warm-ms <ms>        while no lookup comes, look up the latest request's first blocks again
+                             every <ms> (1..60000) so that the next request finds the caches warm
+                             (default: off)
   --snapshot-threshold <n>   snapshot and purge when the stream holds more messages (default: never;
                              Dynamo's default is 1000000)
   --encoding <enc>           snapshot layout: bincode (default, Dynamo's), bincode-dp, jsonl
@@ -88,6 +91,7 @@ interface ServeArgs {
   component: string;
   shards: number;
   blockSize: number;
+  keepWarmMs: number | null;
   snapshotThreshold: number | null;
   encoding: ReturnType<typeof checkEncoding>;
   resetStates: boolean;
@@ -127,6 +131,7 @@ function parse(args: string[]): ServeArgs | 'help' {
       component: { type: 'string' },
       shards: { type: 'string' },
       'block-size': { type: 'string' },
+      'keep-warm-ms': { type: 'string' },
       'snapshot-threshold': { type: 'string' },
       encoding: { type: 'string' },
       'reset-states': { type: 'boolean' },
@@ -198,6 +203,8 @@ function parse(args: string[]): ServeArgs | 'help' {
       throw new UsageError(`--${reason(err)}`);
     }
   }
+  const keepWarmMs = values['keep-warm-ms'] === undefined ? null : int('keep-warm-ms', values['keep-warm-ms'], 0, 1);
+  if (keepWarmMs !== null && keepWarmMs > 60_000) throw new UsageError(`--keep-warm-ms: expected at most 60000, got '${keepWarmMs}'`);
   const idleS = values['worker-idle-timeout'] === undefined ? null : int('worker-idle-timeout', values['worker-idle-timeout'], 0, 1);
   return {
     nats: values.nats,
@@ -211,6 +218,7 @@ function parse(args: string[]): ServeArgs | 'help' {
     component: values.component ?? 'backend',
     shards: int('shards', values.shards, 0, 0),
     blockSize: int('block-size', values['block-size'], 16, 1),
+    keepWarmMs,
     snapshotThreshold: values['snapshot-threshold'] === undefined ? null : int('snapshot-threshold', values['snapshot-threshold'], 0, 0),
     encoding,
     resetStates: values['reset-states'] === true,
@@ -250,7 +258,9 @@ export async function main(args: string[]): Promise<number> {
   }
   // Synchronous writes: the last lines before exit must not be lost.
   const logger = pino({ name: 'kvindex', level: a.logLevel }, pino.destination({ fd: 2, sync: true }));
-  const indexer = await ShardedIndexer.create({ shards: a.shards, blockSize: a.blockSize, logger });
+  const indexer = await ShardedIndexer.create({
+    shards: a.shards, blockSize: a.blockSize, logger, ...(a.keepWarmMs === null ? {} : { keepWarmMs: a.keepWarmMs }),
+  });
   // The HTTP server starts first: /health must answer during a long connect or snapshot restore
   // (a liveness probe would otherwise kill a router that is only loading), /ready says 503.
   let started: { sub: KvEventSubscriber; metrics: ServeMetrics } | null = null;

@@ -1,15 +1,16 @@
 /**
- * Keep-warm (option `keepWarmMs`): while no lookup comes, the indexer makes a one-block lookup
- * on the calling thread every period, through the same calls a request makes, so that the next
- * request finds the lookup's code, the top of the trees and their address translations in the
- * caches rather than paying for them after idle time.
+ * Keep-warm (option `keepWarmMs`): while no lookup comes, the indexer looks up the latest
+ * request's leading blocks again on the calling thread every period (sharded-indexer.ts), through
+ * the calls a request makes, so that the next request finds the lookup's code, the paths
+ * requests share (system prompts) and their address translations in the caches rather than
+ * paying for them after idle time.
  *
- * Why: after 10 ms of idle time a lookup costs several times a hot one, mostly outside the
+ * Why: after 10 ms of idle time a lookup costs several times a hot one, much of it outside the
  * tree's data. On the 2-core dev VM (a PVM guest, conversation tree, probes beside the lookup
- * bench): a 2-shard `findMatchesInto` took 45-65 us at p50 after 10 ms of idle time, and 12 us
- * with a prime every 1 ms; after a one-block lookup made just before it, 6-8 us. With the
- * `findMatches` path primed as well, a 2-shard `findMatches` took 22 us against 64-86 us. Its
- * cost: one wake-up per period (about 5-10 us of a core then, ~1 % at 1 ms), none while
+ * bench, p50): a 2-shard `findMatchesInto` took 45-65 us after 10 ms of idle time, and 12 us
+ * with a one-block prime every 1 ms. A 2-shard `findMatches` took 100 us unprimed, 28-30 with
+ * a one-block prime of both calls, 12.6-14 with the latest request's first 32 blocks. Its
+ * cost: one wake-up per period (a few us of a core then, under 1 % at 1 ms), nothing while
  * lookups come, since a tick that follows a lookup does nothing.
  *
  * Off by default: a router that sees steady traffic gains nothing from it, and a timer per
