@@ -50,10 +50,12 @@ const JUDGED_ROUNDS = 3;
 /**
  * Factors at which a third series runs in the judged pair's rounds: shards 0 with the other core
  * kept busy by a thread that shares nothing with the indexer (`NEIGHBOUR`). Why: through 2
- * shards both cores are busy at these factors, in-thread one is. In a probe at 3,000x (2-core
- * dev VM) such a neighbour lifted the in-thread lookup p50 from 2.9 to 4.1-4.6 us and p99 from
- * 23-28 to 47 us, about what 2 shards measured beside it (p50 4.2-4.5, p99 50-55): most of the
- * judged gap at high factors is the neighbour core's memory traffic, not the shard design.
+ * shards both cores are busy at these factors, in-thread one is; this series tells how much of
+ * the judged gap a busy neighbour core alone makes. A probe at 3,000x that ran the sides one
+ * after the other (not interleaved) had the neighbour lift the in-thread p99 from 23-28 to
+ * 47 us; the first full run with the series interleaved in the rounds did not confirm it
+ * (in-thread p99 19.6-32.6 us at 1,000-5,000x, with the neighbour 19.6-34.1, 2 shards
+ * 40.7-55.4): there the gap is not the neighbour's.
  */
 const NEIGHBOUR_FACTORS = new Set([1_000, 2_000, 3_000, 5_000, 7_000]);
 /**
