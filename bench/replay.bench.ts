@@ -219,7 +219,6 @@ async function replayWindow(
     await Promise.all(inFlight);
     await ix.flush();
     const wallS = (performance.now() - t0) / 1000;
-    await busy?.terminate();
     // Offered: the window's schedule (first to last arrival, compressed); unpaced: the wall time.
     const spanS = factor === Infinity ? wallS : Math.max(1e-3, (steps[steps.length - 1]!.timestamp - ts0) / 1000 / factor);
     latencies.sort();

@@ -52,9 +52,8 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
   #last: BigUint64Array | readonly bigint[] = PRIME;
   readonly #keepWarm: KeepWarm | null;
   readonly #primed = createMatchResult();
-  /** Keep-warm's copy of the latest lookup's leading blocks, and its views by length (no allocation). */
+  /** Keep-warm's copy of the latest lookup's leading blocks. */
   readonly #primeWords = new BigUint64Array(PRIME_BLOCKS);
-  readonly #primeViews: BigUint64Array[] = Array.from({ length: PRIME_BLOCKS + 1 }, (_, n) => this.#primeWords.subarray(0, n));
 
   private constructor(options: ShardedIndexerOptions, engine: Engine) {
     super();
@@ -78,7 +77,8 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
       const n = Math.min(PRIME_BLOCKS, last.length);
       const words = this.#primeWords;
       for (let i = 0; i < n; i++) words[i] = last[i]!; // a caller's bad value throws: caught below
-      const hashes = n === 0 ? PRIME : this.#primeViews[n]!;
+      // A view per prime: one small object per period, beside the Map the async lookup makes.
+      const hashes = n === 0 ? PRIME : words.subarray(0, n);
       e.findMatchesInto(hashes, this.#primed);
       e.findMatches(hashes).catch(() => undefined);
       return true;
