@@ -4,7 +4,8 @@
  * - quiescent, back to back: `findMatchesInto` (allocation-free, synchronous), `findMatches`
  *   (async, Map), the shards' ordered port path (the fallback), and the floor of the old design:
  *   a bare thread round trip with no indexer;
- * - idle: 10 ms of idle time before each lookup (threads that were asleep);
+ * - idle: 10 ms of idle time before each lookup (threads that were asleep), with keep-warm off
+ *   and with the default (keep-warm every 1 ms);
  * - while the shards ingest at full speed: the workload replayed unpaced into a warmed, empty indexer,
  *   every lookup timed, `readYourWrites: false` (what a router under load asks) and the default;
  * - allocation: JS heap growth and GC count over 100k `findMatchesInto` in a row;
@@ -13,6 +14,8 @@
  * call: its own ~0.05 us is included).
  */
 import { PerformanceObserver } from 'node:perf_hooks';
+import { LINGER_MS } from '../src/indexer/keep-warm.js';
+import { DEFAULT_KEEP_WARM_MS } from '../src/indexer/options.js';
 import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import { createMatchResult, type MatchResult } from '../src/tree/match-result.js';
 import { RoundTrip } from './reference/round-trip.js';
@@ -41,6 +44,7 @@ function stats(lat: Float64Array): Row {
 
 /** A loaded indexer holding the workload's final state (events applied, then flushed). */
 async function loaded(w: LoadedWorkload, shards: number, readYourWrites = true, keepWarmMs?: number): Promise<ShardedIndexer> {
+  // keepWarmMs undefined: the default (keep-warm on).
   const ix = await ShardedIndexer.create({ shards, blockSize: 64, readYourWrites, ...(keepWarmMs === undefined ? {} : { keepWarmMs }) });
   for (const op of w.ops) {
     if (op.kind === 'event') ix.applyEvent(op.event);
@@ -105,8 +109,6 @@ async function timeAsync(seqs: BigUint64Array[], n: number, find: (s: BigUint64A
   return lat;
 }
 
-/** Keep-warm period of the idle rows that use it (src/indexer/keep-warm.ts). */
-const KEEP_WARM_MS = 1;
 
 /** Pages of the host-floor row: about what one shard's walk reads (12.3 pages, node-store.ts). */
 const FLOOR_PAGES = 16;
@@ -158,6 +160,38 @@ async function idleRows(
   return rows.map((r, k) => ({ shards: r.shards, lookup: r.lookup, 'idle before each': '10 ms', ...stats(lat[k]!) }));
 }
 
+/** The process's CPU time (every thread) while `fn` runs, in % of one core of the wall time. */
+async function cpuShare(fn: () => Promise<unknown>): Promise<number> {
+  const c0 = process.cpuUsage();
+  const t0 = performance.now();
+  await fn();
+  const c = process.cpuUsage(c0);
+  return (100 * (c.user + c.system)) / 1000 / (performance.now() - t0);
+}
+
+/**
+ * What keep-warm costs: the process's CPU share while one 2-shard indexer gets a lookup every
+ * 10 ms for 2 s, keep-warm off against the default, alternating for `rounds` rounds. Each pair
+ * starts after every keep-warm timer stopped (LINGER_MS without a lookup), so no other
+ * indexer's ticks land in an off slice.
+ */
+async function keepWarmCost(off: ShardedIndexer, on: ShardedIndexer, seqs: BigUint64Array[], rounds: number): Promise<{ off: number; on: number }> {
+  const slice = (ix: ShardedIndexer): Promise<number> => cpuShare(async () => {
+    for (let i = 0; i < 200; i++) {
+      await new Promise((done) => setTimeout(done, 10));
+      await ix.findMatches(seqs[i % seqs.length]!);
+    }
+  });
+  let offSum = 0;
+  let onSum = 0;
+  for (let r = 0; r < rounds; r++) {
+    await new Promise((done) => setTimeout(done, LINGER_MS + 200));
+    offSum += await slice(off);
+    onSum += await slice(on);
+  }
+  return { off: r2(offSum / rounds), on: r2(onSum / rounds) };
+}
+
 /** GC runs (any kind) while `fn` runs. */
 async function gcCount(fn: () => void): Promise<number> {
   let count = 0;
@@ -191,8 +225,10 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const heap: Row[] = [];
   const result = createMatchResult();
   const sides: Array<{ shards: number; ix: ShardedIndexer; floor: RoundTrip | null }> = [];
+  // Keep-warm off on these: no indexer that primes exists while the keep-warm-off idle rows are
+  // measured (a prime warms code every indexer runs). Back to back, a tick never primes anyway.
   for (const shards of SHARD_COUNTS) {
-    sides.push({ shards, ix: await loaded(conv, shards), floor: shards > 0 ? await RoundTrip.start(shards) : null });
+    sides.push({ shards, ix: await loaded(conv, shards, true, 0), floor: shards > 0 ? await RoundTrip.start(shards) : null });
   }
   const perRound = Math.ceil(n / ROUNDS);
   const pooled = new Map<string, Float64Array[]>();
@@ -218,13 +254,14 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     const [shards, how] = key.split('\u0000') as [string, string];
     quiet.push({ shards: Number(shards), lookup: how, ...stats(concatLatencies(parts)) });
   }
-  idle.push(...(await idleRows(sides, seqs, idleN)));
-  // The same idle rows with keep-warm (keepWarmMs: 1), on indexers of their own made after the
-  // rows above: a prime warms code every indexer runs, so no keep-warm indexer exists while
-  // the default rows are measured; closed before the allocation rows (a prime allocates).
+  idle.push(...(await idleRows(sides, seqs, idleN, 'findMatches (async), keepWarmMs: 0 (off)')));
+  // The same idle rows with the default options (keep-warm every DEFAULT_KEEP_WARM_MS), on
+  // indexers of their own made after the rows above; closed before the allocation rows (a
+  // prime allocates).
   const warmSides: Array<{ shards: number; ix: ShardedIndexer; floor: RoundTrip | null }> = [];
-  for (const shards of [0, 2]) warmSides.push({ shards, ix: await loaded(conv, shards, true, KEEP_WARM_MS), floor: null });
-  const warmIdle = await idleRows(warmSides, seqs, idleN, `findMatches (async), keepWarmMs: ${KEEP_WARM_MS}`);
+  for (const shards of [0, 2]) warmSides.push({ shards, ix: await loaded(conv, shards), floor: null });
+  const warmIdle = await idleRows(warmSides, seqs, idleN, `findMatches (async), default (keep-warm every ${DEFAULT_KEEP_WARM_MS} ms)`);
+  const cost = await keepWarmCost(sides.find((x) => x.shards === 2)!.ix, warmSides.find((x) => x.shards === 2)!.ix, seqs, opts.quick ? 1 : 3);
   const primes = warmSides.map((w) => w.ix.keepWarmPrimes);
   for (const w of warmSides) await w.ix.close();
   for (const { shards, ix } of sides) {
@@ -242,8 +279,8 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     await floor?.close();
     await ix.close();
   }
-  rows.push(...quiet.map((r) => ({ suite: 'lookup-quiescent', ...r })), ...idle.map((r) => ({ suite: 'lookup-idle', ...r })));
-  rows.push(...warmIdle.map((r) => ({ suite: 'lookup-idle-keep-warm', ...r })));
+  rows.push(...quiet.map((r) => ({ suite: 'lookup-quiescent', ...r })), ...idle.map((r) => ({ suite: 'lookup-idle-keep-warm-off', ...r })));
+  rows.push(...warmIdle.map((r) => ({ suite: 'lookup-idle', ...r })));
   rows.push(...heap.map((r) => ({ suite: 'lookup-heap', ...r })));
   const p = (rs: Row[], shards: number | string, how: string, k: string): number => rs.find((r) => r['shards'] === shards && String(r['lookup']).startsWith(how))?.[k] as number;
   const ratio = (how: string, k: string): number => r2(p(quiet, 2, how, k) / p(quiet, 0, how, k));
@@ -259,17 +296,18 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       `every lookup through threads used to pay at least.\n\n${table(quiet)}\n\n` +
       `2 shards against shards: 0, findMatches: p50 ${q50}x, p99 ${q99}x (target: within 2x) -> **${verdict(q50 <= 2 && q99 <= 2)}**; ` +
       `findMatchesInto: p50 ${ratio('findMatchesInto', 'p50 us')}x, p99 ${ratio('findMatchesInto', 'p99 us')}x.`,
-    `**Idle lookups**: 10 ms of idle time before each call (${idleN} per row), the rows interleaved call by call, with ` +
+    `**Idle lookups**, default options: 10 ms of idle time before each call (${idleN} per row), the rows interleaved call by call, with ` +
       'two host rows measured in the same rounds: an empty async call, and reads of random pages (a lookup walk reads ' +
-      '~12 distinct 4 KiB pages of each tree it walks, counted on this workload). Target: p50 <= 10 us through 2 shards: ' +
-      `${idle50} us -> **${verdict(idle50 <= 10)}** (same rounds: in-thread ${p(idle, 0, 'findMatches', 'p50 us')} us, ` +
-      `${FLOOR_PAGES} random page reads ${p(idle, '-', `host: ${FLOOR_PAGES}`, 'p50 us')} us). With keep-warm ` +
-      `(\`keepWarmMs: ${KEEP_WARM_MS}\`, off by default, next table): ${warm50} us -> ${verdict(warm50 <= 10)} on that configuration.\n\n${table(idle)}`,
-    `**Idle lookups with keep-warm** (\`keepWarmMs: ${KEEP_WARM_MS}\`, off by default: src/indexer/keep-warm.ts), measured as above ` +
-      'right after them, on indexers of their own (the verdict above is the default\'s). While no lookup comes, each ' +
-      `looks up the latest request's first 32 blocks again every ${KEEP_WARM_MS} ms (primes made during these rows: ` +
-      `${primes.map((k, i) => `shards ${warmSides[i]!.shards}: ${k.toLocaleString('en-US')}`).join(', ')}). 2 shards: p50 ` +
-      `${p(warmIdle, 2, 'findMatches', 'p50 us')} us against ${idle50} us without it; in-thread ${p(warmIdle, 0, 'findMatches', 'p50 us')} us.\n\n${table(warmIdle)}`,
+      '~12 distinct 4 KiB pages of each tree it walks, counted on this workload). Keep-warm is on by default ' +
+      `(src/indexer/keep-warm.ts): while no lookup comes, the indexer looks up the latest request's first 32 blocks again every ${DEFAULT_KEEP_WARM_MS} ms ` +
+      `(primes made during these rows: ${primes.map((k, i) => `shards ${warmSides[i]!.shards}: ${k.toLocaleString('en-US')}`).join(', ')}). ` +
+      `Target: p50 <= 10 us through 2 shards: ${warm50} us -> **${verdict(warm50 <= 10)}** (same rounds: in-thread ` +
+      `${p(warmIdle, 0, 'findMatches', 'p50 us')} us). With keep-warm off (next table, measured first): ${idle50} us, ${verdict(idle50 <= 10)} ` +
+      `(in-thread ${p(idle, 0, 'findMatches', 'p50 us')} us, ${FLOOR_PAGES} random page reads ${p(idle, '-', `host: ${FLOOR_PAGES}`, 'p50 us')} us). ` +
+      `What it costs: with a lookup every 10 ms (2 s per side, ${opts.quick ? '1 round' : '3 rounds'}, sides alternating), the process used ` +
+      `${cost.on} % of a core with 2 shards and keep-warm, ${cost.off} % with it off.\n\n${table(warmIdle)}`,
+    `**Idle lookups with keep-warm off** (\`keepWarmMs: 0\`), measured as above right before them, while no indexer that primes ` +
+      `existed: what a lookup after idle time costs on this host when nothing keeps the core and caches warm.\n\n${table(idle)}`,
     `**Allocation**: 100,000 \`findMatchesInto\` in a row into one reused result, after a GC: JS heap growth and ` +
       `GC runs observed during them.\n\n${table(heap)}`,
   );

@@ -1,14 +1,16 @@
 /**
- * Keep-warm (option `keepWarmMs`): its checks; the tick's rule (no prime after a lookup, none
- * counted when the indexer cannot prime); priming while idle with and without shard threads,
+ * Keep-warm (option `keepWarmMs`, on by default): its checks and default; the tick's rule (no
+ * prime after a lookup, none counted when the indexer cannot prime, the timer stops after its
+ * linger without lookups and the next lookup starts it again); priming while idle with and without shard threads,
  * never while lookups come or after close; and answers unchanged by it: every lookup equals
  * the in-thread tree's at quiescent points while priming runs between them.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ErrorCode } from '../src/errors.js';
-import { KeepWarm } from '../src/indexer/keep-warm.js';
+import { KeepWarm, LINGER_MS } from '../src/indexer/keep-warm.js';
 import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
+import { createMatchResult } from '../src/tree/match-result.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { sortedScores } from './support/compare.js';
 import { prefixClosedEvents } from './support/prefix-closed-gen.js';
@@ -26,7 +28,7 @@ async function indexer(shards: number, keepWarmMs?: number, readYourWrites = tru
 }
 
 describe('keep-warm', () => {
-  it.each([0, 0.5, 60_001, Number.NaN, Infinity, '5'])('rejects keepWarmMs %s', async (keepWarmMs) => {
+  it.each([-1, 0.5, 60_001, Number.NaN, Infinity, '5'])('rejects keepWarmMs %s', async (keepWarmMs) => {
     await expect(ShardedIndexer.create({ shards: 0, blockSize: 16, keepWarmMs: keepWarmMs as number })).rejects.toMatchObject({
       code: ErrorCode.InvalidOption,
     });
@@ -45,7 +47,7 @@ describe('keep-warm', () => {
     let lookups = 0;
     let canPrime = true;
     let called = 0;
-    const kw = new KeepWarm(60_000, { lookups: () => lookups, prime: () => (called++, canPrime) });
+    const kw = new KeepWarm(60_000, { lookups: () => lookups, prime: () => (called++, canPrime) }, 10 * 60_000);
     try {
       kw.tick(); // first look at the count: no prime
       expect(called).toBe(0);
@@ -107,10 +109,59 @@ describe('keep-warm', () => {
     expect(ix.keepWarmPrimes).toBeGreaterThan(stuck);
   });
 
-  it('is off by default', async () => {
-    const ix = await indexer(1);
-    await sleep(20);
-    expect(ix.keepWarmPrimes).toBe(0);
+  it('disarms after its linger without a lookup, without priming then, and a wake re-arms it', () => {
+    let lookups = 0;
+    let called = 0;
+    const kw = new KeepWarm(60_000, { lookups: () => lookups, prime: () => (called++, true) }, 3 * 60_000);
+    try {
+      kw.tick(); // sees the count
+      kw.tick();
+      kw.tick();
+      expect([called, kw.armed]).toEqual([2, true]);
+      kw.tick(); // the third quiet tick reaches the linger: disarms, no prime
+      expect([called, kw.armed]).toEqual([2, false]);
+      kw.wake();
+      expect(kw.armed).toBe(true);
+      kw.tick();
+      kw.tick();
+      expect(called).toBe(4); // the quiet count started again at the wake
+      lookups++;
+      kw.tick();
+      kw.tick();
+      kw.tick();
+      expect([called, kw.armed]).toEqual([6, true]);
+    } finally {
+      kw.stop();
+    }
+    kw.wake(); // after stop: stays stopped
+    expect(kw.armed).toBe(false);
+  });
+
+  it('is on by default, and off with keepWarmMs 0 or with expirationMs', async () => {
+    const on = await indexer(1);
+    const off = await indexer(1, 0);
+    const trail = await ShardedIndexer.create({ shards: 1, blockSize: 16, expirationMs: 1000 });
+    open.push(trail);
+    await sleep(30);
+    expect(on.keepWarmPrimes).toBeGreaterThan(0);
+    expect(off.keepWarmPrimes).toBe(0);
+    expect(trail.keepWarmPrimes).toBe(0);
+  });
+
+  it.each([0, 2])('stops priming a second after the last lookup, and the next lookup starts it again (shards: %i)', async (shards) => {
+    const ix = await indexer(shards);
+    const { events, docs } = prefixClosedEvents(5, 200);
+    ix.applyEvents(events);
+    await ix.flush();
+    await ix.findMatches(docs[0]!);
+    await sleep(LINGER_MS + 200);
+    const lingered = ix.keepWarmPrimes;
+    expect(lingered).toBeGreaterThan(0);
+    await sleep(100);
+    expect(ix.keepWarmPrimes).toBe(lingered); // the timer stopped
+    ix.findMatchesInto(docs[1]!, createMatchResult());
+    await sleep(50);
+    expect(ix.keepWarmPrimes).toBeGreaterThan(lingered);
   });
 
   it('is not idle while events wait to reach a shard, so no prime posts them early', async () => {

@@ -46,7 +46,7 @@ describe.skipIf(!installed)('serve operations', () => {
     for (const e of events) byType[e.event.data.type]++;
     const pub = await KvEventPublisher.connect({ namespace: 'ops', component: 'backend', connection: env.nc });
     const { lastSeq } = await pub.publishAll(events);
-    const ix = await ShardedIndexer.create({ shards: 2, blockSize: 4 });
+    const ix = await ShardedIndexer.create({ shards: 2, blockSize: 4, keepWarmMs: 0 });
     const sub = await KvEventSubscriber.start({ indexer: ix, namespace: 'ops', component: 'backend', connection: env.nc, readyMaxLag: 0, batchMessages: 100 });
     // Nothing fetched yet: the start resolves before the first pull can complete.
     expect(sub.ready()).toBe(false);
@@ -96,7 +96,7 @@ describe.skipIf(!installed)('serve operations', () => {
       // The indexer's own counts, whatever the scheduler made of this run's lookups.
       expect(value(all, 'kvindex_lookups_past_writer_total', { outcome: 'answered' })).toBe(ix.readsPastWriter.answered);
       expect(value(all, 'kvindex_lookups_past_writer_total', { outcome: 'waited' })).toBe(ix.readsPastWriter.waited);
-      expect(value(all, 'kvindex_keep_warm_primes_total')).toBe(0); // off unless asked for
+      expect(value(all, 'kvindex_keep_warm_primes_total')).toBe(0); // keepWarmMs: 0 turns it off
       expect(value(all, 'dynamo_router_overhead_indexer_find_matches_ms_count', { router_id: sub.consumerName })).toBe(5);
       // The stream has more workers than the cap of 1: one series only.
       expect(sum((s) => s.workers)).toBeGreaterThan(1);

@@ -44,8 +44,8 @@ const USAGE = `usage: kvindex serve [options]
   --shards <n>               shard threads; 0 indexes in the main thread (default: 0)
   --block-size <n>           tokens per block for token queries (default: 16)
   --keep-warm-ms <ms>        while no lookup comes, look up the latest request's first blocks again
-                             every <ms> (1..60000) so that the next request finds the caches warm
-                             (default: off)
+                             every <ms> (1..60000; 0: off) so that the next request finds the
+                             caches warm; stops after 1 s without lookups (default: 1)
   --snapshot-threshold <n>   snapshot and purge when the stream holds more messages (default: never;
                              Dynamo's default is 1000000)
   --encoding <enc>           snapshot layout: bincode (default, Dynamo's), bincode-dp, jsonl
@@ -203,7 +203,7 @@ function parse(args: string[]): ServeArgs | 'help' {
       throw new UsageError(`--${reason(err)}`);
     }
   }
-  const keepWarmMs = values['keep-warm-ms'] === undefined ? null : int('keep-warm-ms', values['keep-warm-ms'], 0, 1);
+  const keepWarmMs = values['keep-warm-ms'] === undefined ? null : int('keep-warm-ms', values['keep-warm-ms'], 0, 0);
   if (keepWarmMs !== null && keepWarmMs > 60_000) throw new UsageError(`--keep-warm-ms: expected at most 60000, got '${keepWarmMs}'`);
   const idleS = values['worker-idle-timeout'] === undefined ? null : int('worker-idle-timeout', values['worker-idle-timeout'], 0, 1);
   return {

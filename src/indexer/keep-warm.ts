@@ -1,21 +1,28 @@
 /**
- * Keep-warm (option `keepWarmMs`): while no lookup comes, the indexer looks up the latest
- * request's leading blocks again on the calling thread every period (sharded-indexer.ts), through
- * the calls a request makes, so that the next request finds the lookup's code, the paths
- * requests share (system prompts) and their address translations in the caches rather than
- * paying for them after idle time.
+ * Keep-warm (option `keepWarmMs`, on by default at 1 ms): while no lookup comes, the indexer
+ * looks up the latest request's leading blocks again on the calling thread every period
+ * (sharded-indexer.ts), through the calls a request makes, so that the next request finds the
+ * lookup's code, the paths requests share (system prompts) and their address translations in
+ * the caches rather than paying for them after idle time.
  *
  * Why: after 10 ms of idle time a lookup costs several times a hot one, much of it outside the
- * tree's data. On the 2-core dev VM (a PVM guest, conversation tree, probes beside the lookup
- * bench, p50): a 2-shard `findMatchesInto` took 45-65 us after 10 ms of idle time, and 12 us
- * with a one-block prime every 1 ms. A 2-shard `findMatches` took 100 us unprimed, 28-30 with
- * a one-block prime of both calls, 12.6-14 with the latest request's first 32 blocks. Its
- * cost: one wake-up per period (a few us of a core then, under 1 % at 1 ms), nothing while
- * lookups come, since a tick that follows a lookup does nothing.
+ * tree's data. On the 2-core dev VM (conversation tree, probes beside the lookup bench, p50): a
+ * 2-shard `findMatchesInto` took 45-65 us after 10 ms of idle time, and 12 us with a one-block
+ * prime every 1 ms. A 2-shard `findMatches` took 100 us unprimed, 28-30 with a one-block prime
+ * of both calls, 12.6-14 with the latest request's first 32 blocks (full bench run: 52.5 us
+ * without keep-warm, 8.05 with it).
  *
- * Off by default: a router that sees steady traffic gains nothing from it, and a timer per
- * indexer firing every millisecond is a decision for the operator.
+ * On by default, and why it lingers: a router that answers a request every 10 ms pays that
+ * cold cost on every request, which is what the router exists to avoid. Its cost, measured on
+ * the dev VM with 2 shards (process CPU time over 3 s): a request every 10 ms, 2-8 % of a core
+ * with keep-warm against 2-3 % without; nothing while lookups come faster than the period,
+ * since a tick that follows a lookup does nothing. A process that sees no lookup for
+ * `LINGER_MS` stops its timer altogether (no wake-up at all while it idles), and the next
+ * lookup starts it again; that lookup pays the cold cost once. `keepWarmMs: 0` turns it off.
  */
+
+/** Ticks stop after this long without a lookup (see above). */
+export const LINGER_MS = 1000;
 
 /** What a tick needs from the indexer. */
 export interface KeepWarmTarget {
@@ -27,26 +34,57 @@ export interface KeepWarmTarget {
 
 export class KeepWarm {
   readonly #timer: NodeJS.Timeout;
+  /** Ticks in a row without a lookup after which the timer stops (linger / period, >= 1). */
+  readonly #maxQuiet: number;
   #seen = -1;
+  #quiet = 0;
+  #stopped = false;
+  /** Whether the timer runs: false after LINGER_MS without a lookup, until `wake()`. */
+  armed = true;
   /** Priming lookups made. */
   primes = 0;
 
-  constructor(periodMs: number, private readonly target: KeepWarmTarget) {
-    this.#timer = setInterval(() => this.tick(), periodMs);
+  constructor(periodMs: number, private readonly target: KeepWarmTarget, lingerMs = LINGER_MS) {
+    this.#maxQuiet = Math.max(1, Math.ceil(lingerMs / periodMs));
+    // One Timeout re-armed with refresh() (no allocation per period or per wake).
+    this.#timer = setTimeout(() => this.#fire(), periodMs);
     this.#timer.unref(); // never what keeps a process alive
   }
 
-  /** One period: primes unless a lookup came since the last tick. */
+  #fire(): void {
+    this.tick();
+    if (this.armed && !this.#stopped) this.#timer.refresh();
+  }
+
+  /**
+   * One period: primes unless a lookup came since the last tick; after `LINGER_MS` of ticks
+   * without a lookup, disarms instead (the timer is not re-armed until `wake()`).
+   */
   tick(): void {
     const n = this.target.lookups();
     if (n !== this.#seen) {
       this.#seen = n;
+      this.#quiet = 0;
+      return;
+    }
+    if (++this.#quiet >= this.#maxQuiet) {
+      this.armed = false;
       return;
     }
     if (this.target.prime()) this.primes++;
   }
 
+  /** Re-arms a disarmed timer (a lookup came); the indexer calls it only when `armed` is false. */
+  wake(): void {
+    if (this.armed || this.#stopped) return;
+    this.armed = true;
+    this.#quiet = 0;
+    this.#timer.refresh();
+  }
+
   stop(): void {
-    clearInterval(this.#timer);
+    this.#stopped = true;
+    this.armed = false;
+    clearTimeout(this.#timer);
   }
 }

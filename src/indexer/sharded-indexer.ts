@@ -23,7 +23,7 @@ import { createMatchResult, type MatchResult } from '../tree/match-result.js';
 import type { Engine, Indexer, IndexerEvents, ReadsPastWriter } from './indexer.js';
 import { KeepWarm } from './keep-warm.js';
 import { LocalEngine } from './local-engine.js';
-import { checkOptions, shardWorkerFile, type ShardedIndexerOptions } from './options.js';
+import { checkOptions, keepWarmPeriod, shardWorkerFile, type ShardedIndexerOptions } from './options.js';
 
 export type { ShardedIndexerOptions } from './options.js';
 
@@ -60,9 +60,16 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
     this.shardCount = options.shards;
     this.#blockSize = options.blockSize;
     this.#engine = engine;
-    this.#keepWarm = options.keepWarmMs === undefined
-      ? null
-      : new KeepWarm(options.keepWarmMs, { lookups: () => this.#lookups, prime: () => this.#prime() });
+    const period = keepWarmPeriod(options);
+    this.#keepWarm = period === 0 ? null : new KeepWarm(period, { lookups: () => this.#lookups, prime: () => this.#prime() });
+  }
+
+  /** Every lookup call: counts it, keeps its hashes for keep-warm, and re-arms a lingered timer. */
+  #saw(hashes: BigUint64Array | readonly bigint[]): void {
+    this.#lookups++;
+    this.#last = hashes;
+    const kw = this.#keepWarm;
+    if (kw !== null && !kw.armed) kw.wake();
   }
 
   /**
@@ -87,7 +94,7 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
     }
   }
 
-  /** Keep-warm lookups made so far (0 without `keepWarmMs`). */
+  /** Keep-warm lookups made so far (0 with keep-warm off). */
   get keepWarmPrimes(): number {
     return this.#keepWarm?.primes ?? 0;
   }
@@ -231,8 +238,7 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
 
   /** Prefix-match scores of every worker for a sequence of tokens hashes (u64 each). */
   findMatches(hashes: BigUint64Array | readonly bigint[]): Promise<OverlapScores> {
-    this.#lookups++;
-    this.#last = hashes;
+    this.#saw(hashes);
     return this.#engine.findMatches(hashes);
   }
 
@@ -241,9 +247,8 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
    * and multimodal hashes, as `computeBlockHashes`), then `findMatches`.
    */
   findMatchesForTokens(tokens: Uint32Array | readonly number[], options?: BlockHashOptions): Promise<OverlapScores> {
-    this.#lookups++;
     const hashes = computeBlockHashes(tokens, this.#blockSize, options);
-    this.#last = hashes;
+    this.#saw(hashes);
     return this.#engine.findMatches(hashes);
   }
 
@@ -256,23 +261,20 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
    * `expirationMs` (the frequency trail lives in the shards: use `findMatches`).
    */
   findMatchesInto(hashes: BigUint64Array | readonly bigint[], result: MatchResult, earlyExit = false): number {
-    this.#lookups++;
-    this.#last = hashes;
+    this.#saw(hashes);
     return this.#engine.findMatchesInto(hashes, result, earlyExit);
   }
 
   /** `findMatches`, synchronously, on the calling thread (see `findMatchesInto`). */
   findMatchesSync(hashes: BigUint64Array | readonly bigint[]): OverlapScores {
-    this.#lookups++;
-    this.#last = hashes;
+    this.#saw(hashes);
     return this.#engine.findMatchesSync(hashes);
   }
 
   /** `findMatchesForTokens`, synchronously, on the calling thread. */
   findMatchesForTokensSync(tokens: Uint32Array | readonly number[], options?: BlockHashOptions): OverlapScores {
-    this.#lookups++;
     const hashes = computeBlockHashes(tokens, this.#blockSize, options);
-    this.#last = hashes;
+    this.#saw(hashes);
     return this.#engine.findMatchesSync(hashes);
   }
 

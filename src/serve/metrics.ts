@@ -17,7 +17,7 @@
  *   (no series before this router's first snapshot), `kvindex_snapshots_total`.
  * - lookups: `kvindex_lookups_past_writer_total{outcome}` (answered, waited): shard lookups that
  *   found their shard's writer descheduled inside a write section (src/tree/unit-log.ts);
- *   `kvindex_keep_warm_primes_total`: keep-warm lookups (`--keep-warm-ms`, src/indexer/keep-warm.ts).
+ *   `kvindex_keep_warm_primes_total`: keep-warm lookups (`--keep-warm-ms`, on by default: src/indexer/keep-warm.ts).
  * - messages: `kvindex_messages_total{outcome}` (applied, malformed, duplicate),
  *   `kvindex_missed_stream_seqs_total`, `kvindex_lost_deliveries_total`, `kvindex_consumer_resets_total`.
  * - workers: `kvindex_worker_event_id_gaps_total`, `kvindex_worker_missing_events_total`,
@@ -217,7 +217,7 @@ export class ServeMetrics {
         this.inc({ outcome: 'waited' }, p.waited);
       },
     });
-    counter('kvindex_keep_warm_primes_total', 'Keep-warm lookups made while no request came (--keep-warm-ms)', () => ix.keepWarmPrimes);
+    counter('kvindex_keep_warm_primes_total', 'Keep-warm lookups made while no request came (--keep-warm-ms, default 1 ms)', () => ix.keepWarmPrimes);
     counter('kvindex_missed_stream_seqs_total', 'Stream sequences gone before this router read them (purged, expired, deleted)', () => sub.stats().missedSeqs);
     counter('kvindex_lost_deliveries_total', 'Deliveries lost in transit (each recreated the consumer)', () => sub.stats().lostDeliveries);
     counter('kvindex_consumer_resets_total', 'Times the durable consumer was recreated', () => sub.stats().consumerResets);
