@@ -182,12 +182,18 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const dumpRows: SuiteResult['rows'] = [];
   let sameBase = NaN;
   let freshBase = NaN;
+  // Every shard count's indexer is built first, then the dumps run in rounds, each round every
+  // shard count in turn: a ratio then compares dumps made in the same seconds, not one section
+  // after another (one full run measured shards 0 at 49.8 ms and 2 shards at 44.1 when they ran
+  // one after the other, the run before 72 and 36, on code whose dump had not changed).
+  type Side = { shards: number; ix: ShardedIndexer; pairs: number; variants: Array<[string, () => Promise<Uint8Array> | Uint8Array]> };
+  const sides: Side[] = [];
   for (const shards of SHARD_COUNTS) {
     const ix = await warmIndexer(conv, shards);
     await ix.restore(events);
     const pairs = (await ix.stats()).reduce((s, x) => s + x.pairs, 0);
     // Each variant: [label, dump returning the snapshot bytes].
-    const variants: Array<[string, () => Promise<Uint8Array> | Uint8Array]> = [];
+    const variants: Side['variants'] = [];
     if (shards === 0) {
       // The same events in a RadixTree of our own: the indexer's in-thread tree is private.
       const t = new RadixTree();
@@ -202,30 +208,35 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     } else {
       variants.push([`dumpSnapshot: shards' ${KEPT_COPY} (shared; product)`, () => ix.dumpSnapshot('bincode')]);
     }
-    const times = variants.map((): number[] => []);
-    const bytes = variants.map(() => 0);
     for (const [, dump] of variants) await dump(); // first dumps fault in the kept writers' pages
-    for (let r = 0; r < dumpReps; r++) {
-      for (const [k, [, dump]] of variants.entries()) {
+    sides.push({ shards, ix, pairs, variants });
+  }
+  const times = sides.map((side) => side.variants.map((): number[] => []));
+  const bytes = sides.map((side) => side.variants.map(() => 0));
+  for (let r = 0; r < dumpReps; r++) {
+    for (const [i, side] of sides.entries()) {
+      for (const [k, [, dump]] of side.variants.entries()) {
         await quiesce();
         const t0 = performance.now();
-        bytes[k] = (await dump()).length;
-        times[k]!.push(performance.now() - t0);
+        bytes[i]![k] = (await dump()).length;
+        times[i]![k]!.push(performance.now() - t0);
       }
     }
-    await ix.close();
+  }
+  for (const side of sides) await side.ix.close();
+  for (const [i, { shards, pairs, variants }] of sides.entries()) {
     if (shards === 0) {
-      sameBase = median(times[0]!);
-      freshBase = median(times[1]!);
+      sameBase = median(times[i]![0]!);
+      freshBase = median(times[i]![1]!);
     }
     for (const [k, [how]] of variants.entries()) {
-      const ms = median(times[k]!);
+      const ms = median(times[i]![k]!);
       const sameAs0 = shards === 0 ? (k === 0 ? 1 : '-') : Math.round((ms / sameBase) * 100) / 100;
       dumpRows.push({
         shards, 'memory policy': how, pairs, 'ms (median)': r1(ms),
         'time vs shards 0, same policy': sameAs0,
         'time vs in-thread fresh buffer': Math.round((ms / freshBase) * 100) / 100,
-        bytes: bytes[k]!,
+        bytes: bytes[i]![k]!,
       });
     }
   }
@@ -234,7 +245,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const twoRatio = two === undefined ? NaN : (two['time vs shards 0, same policy'] as number);
   sections.push(
     `**Snapshot dump** of ${dumpRows[0]!['pairs']} pairs (the final ${conv.name} tree replicated ${copies}x), bincode, ` +
-      `median of ${dumpReps}. Threads: every shard dumps into a snapshot writer it keeps between dumps, then copies its ` +
+      `median of ${dumpReps} rounds, each round every shard count in turn. Threads: every shard dumps into a snapshot writer it keeps between dumps, then copies its ` +
       'part into one fresh SharedArrayBuffer (event ids renumbered), all shards at once; the time includes both steps. ' +
       'In-thread (shards: 0): the product\'s `dumpSnapshot`, the same policy (a kept writer whose `finish()` copies the ' +
       'output into fresh memory); and, on a RadixTree holding the same events, `RadixTree.dumpSnapshot` (a fresh ' +

@@ -278,14 +278,7 @@ export class NodeStore {
   private takeNear(hint: number): number {
     const bits = this.freeBits;
     const end = Math.min((this.nodeTop + 31) >>> 5, (hint >>> 5) + NEAR_WORDS);
-    for (let w = hint >>> 5; w < end; w++) {
-      const word = bits[w]!;
-      if (word !== 0) {
-        bits[w] = word & (word - 1);
-        this.freeCount--;
-        return w * 32 + 31 - Math.clz32(word & -word);
-      }
-    }
+    for (let w = hint >>> 5; w < end; w++) if (bits[w] !== 0) return this.takeLowest(w);
     return this.takeFree();
   }
 
@@ -295,12 +288,16 @@ export class NodeStore {
     const words = (this.nodeTop + 31) >>> 5;
     let w = this.freeCursor < words ? this.freeCursor : 0;
     while (bits[w] === 0) w = w + 1 === words ? 0 : w + 1;
-    const word = bits[w]!;
-    const bit = 31 - Math.clz32(word & -word);
-    bits[w] = word & (word - 1);
     this.freeCursor = w;
+    return this.takeLowest(w);
+  }
+
+  /** Takes the lowest free id of bitmap word `w` (non-zero). */
+  private takeLowest(w: number): number {
+    const word = this.freeBits[w]!;
+    this.freeBits[w] = word & (word - 1);
     this.freeCount--;
-    return w * 32 + bit;
+    return w * 32 + 31 - Math.clz32(word & -word);
   }
 
   /** Head of the node's overflow list, or NONE when it holds a single inline pair (or none). */
