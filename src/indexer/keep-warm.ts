@@ -13,9 +13,10 @@
  * without keep-warm, 8.05 with it).
  *
  * On by default, and why it lingers: a router that answers a request every 10 ms pays that
- * cold cost on every request, which is what the router exists to avoid. Its cost, measured on
- * the dev VM with 2 shards (process CPU time over 3 s): a request every 10 ms, 2-8 % of a core
- * with keep-warm against 2-3 % without; nothing while lookups come faster than the period,
+ * cold cost on every request, which is what the router exists to avoid. Its cost, measured by
+ * the lookup bench with 2 shards (process CPU time, a request every 10 ms, sides alternating,
+ * two full runs): 5.1-5.9 % of a core with keep-warm against 4.6-4.8 % without; nothing while
+ * lookups come faster than the period,
  * since a tick that follows a lookup does nothing. A process that sees no lookup for
  * `LINGER_MS` stops its timer altogether (no wake-up at all while it idles), and the next
  * lookup starts it again; that lookup pays the cold cost once. `keepWarmMs: 0` turns it off.
