@@ -16,10 +16,13 @@
  * cold cost on every request, which is what the router exists to avoid. Its cost, measured by
  * the lookup bench with 2 shards (process CPU time, a request every 10 ms, sides alternating,
  * two full runs): 5.1-5.9 % of a core with keep-warm against 4.6-4.8 % without; nothing while
- * lookups come faster than the period,
- * since a tick that follows a lookup does nothing. A process that sees no lookup for
- * `LINGER_MS` stops its timer altogether (no wake-up at all while it idles), and the next
- * lookup starts it again; that lookup pays the cold cost once. `keepWarmMs: 0` turns it off.
+ * lookups come faster than the period, since a tick that follows a lookup does nothing. A
+ * process that sees no lookup for `LINGER_MS` stops its timer altogether (no wake-up at all
+ * while it idles), and the next lookup starts it again; that lookup pays the cold cost once.
+ * `keepWarmMs: 0` turns it off. What it does not do: make the wake-up itself fast. In this
+ * session's two full runs a 2-shard lookup after 10 ms of idle time took 15.5 and 12.6 us
+ * with keep-warm (32.8-35.3 without), while an empty async call took 6.1-6.9 us in the same
+ * rounds (3.6 in the run that measured 8.05).
  */
 
 /** Ticks stop after this long without a lookup (see above). */
