@@ -31,6 +31,8 @@ const INGEST_ROUNDS = 3;
 const r2 = (x: number): number => Math.round(x * 100) / 100;
 
 type Row = Record<string, string | number | boolean>;
+/** A loaded indexer of the lookup rows, and (with shard threads) its bare thread round trip. */
+type Side = { shards: number; ix: ShardedIndexer; floor: RoundTrip | null };
 
 /** p50 / p99 / p99.9 / max of latencies in microseconds (sorted in place). */
 function stats(lat: Float64Array): Row {
@@ -109,7 +111,6 @@ async function timeAsync(seqs: BigUint64Array[], n: number, find: (s: BigUint64A
   return lat;
 }
 
-
 /** Pages of the host-floor row: about what one shard's walk reads (12.3 pages, node-store.ts). */
 const FLOOR_PAGES = 16;
 const floorPages = new Int32Array((64 << 20) >> 2);
@@ -135,7 +136,7 @@ function readRandomPages(seed: number): void {
  * random pages, a floor for what touching a walk's memory again costs after idle.
  */
 async function idleRows(
-  sides: Array<{ shards: number; ix: ShardedIndexer; floor: RoundTrip | null }>, seqs: BigUint64Array[], n: number, how = 'findMatches (async)',
+  sides: Side[], seqs: BigUint64Array[], n: number, how = 'findMatches (async)',
 ): Promise<Row[]> {
   floorPages.fill(1);
   const rows: Array<{ shards: number | string; lookup: string; call: (s: BigUint64Array, i: number) => Promise<unknown> }> = [];
@@ -224,7 +225,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const idle: Row[] = [];
   const heap: Row[] = [];
   const result = createMatchResult();
-  const sides: Array<{ shards: number; ix: ShardedIndexer; floor: RoundTrip | null }> = [];
+  const sides: Side[] = [];
   // Keep-warm off on these: no indexer that primes exists while the keep-warm-off idle rows are
   // measured (a prime warms code every indexer runs). Back to back, a tick never primes anyway.
   for (const shards of SHARD_COUNTS) {
@@ -258,7 +259,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   // The same idle rows with the default options (keep-warm every DEFAULT_KEEP_WARM_MS), on
   // indexers of their own made after the rows above; closed before the allocation rows (a
   // prime allocates).
-  const warmSides: Array<{ shards: number; ix: ShardedIndexer; floor: RoundTrip | null }> = [];
+  const warmSides: Side[] = [];
   for (const shards of [0, 2]) warmSides.push({ shards, ix: await loaded(conv, shards), floor: null });
   const warmIdle = await idleRows(warmSides, seqs, idleN, `findMatches (async), default (keep-warm every ${DEFAULT_KEEP_WARM_MS} ms)`);
   const cost = await keepWarmCost(sides.find((x) => x.shards === 2)!.ix, warmSides.find((x) => x.shards === 2)!.ix, seqs, opts.quick ? 1 : 3);

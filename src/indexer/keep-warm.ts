@@ -43,8 +43,7 @@ export class KeepWarm {
   #seen = -1;
   #quiet = 0;
   #stopped = false;
-  /** Whether the timer runs: false after LINGER_MS without a lookup, until `wake()`. */
-  armed = true;
+  #armed = true;
   /** Priming lookups made. */
   primes = 0;
 
@@ -55,9 +54,14 @@ export class KeepWarm {
     this.#timer.unref(); // never what keeps a process alive
   }
 
+  /** Whether the timer runs: false after the linger without a lookup, until `wake()`. */
+  get armed(): boolean {
+    return this.#armed;
+  }
+
   #fire(): void {
     this.tick();
-    if (this.armed && !this.#stopped) this.#timer.refresh();
+    if (this.#armed && !this.#stopped) this.#timer.refresh();
   }
 
   /**
@@ -72,7 +76,7 @@ export class KeepWarm {
       return;
     }
     if (++this.#quiet >= this.#maxQuiet) {
-      this.armed = false;
+      this.#armed = false;
       return;
     }
     if (this.target.prime()) this.primes++;
@@ -80,15 +84,15 @@ export class KeepWarm {
 
   /** Re-arms a disarmed timer (a lookup came); the indexer calls it only when `armed` is false. */
   wake(): void {
-    if (this.armed || this.#stopped) return;
-    this.armed = true;
+    if (this.#armed || this.#stopped) return;
+    this.#armed = true;
     this.#quiet = 0;
     this.#timer.refresh();
   }
 
   stop(): void {
     this.#stopped = true;
-    this.armed = false;
+    this.#armed = false;
     clearTimeout(this.#timer);
   }
 }
