@@ -47,6 +47,13 @@ describe.skipIf(!existsSync(MAIN) || !(await zmqAvailable()))('kvindex serve --h
       pub.close();
     }
     expect(await exited).toBe(0);
+    // Every stderr line is a pino JSON line: no runtime or library warning (fastify 5.12 printed
+    // a deprecation warning for its request-logging option), and no line per request on
+    // either listener (quiet-fastify.ts), though requests were answered on both.
+    const lines = stderr.split('\n').filter((l) => l !== '');
+    for (const l of lines) expect(() => JSON.parse(l) as unknown, l).not.toThrow();
+    expect(stderr).not.toMatch(/Warning|FSTDEP/);
+    expect(stderr).not.toMatch(/incoming request|request completed/);
   });
 
   it('rejects a bad --http address with exit 2', () => {

@@ -8,11 +8,11 @@
  */
 
 import { parseArgs } from 'node:util';
-import Fastify, { type FastifyBaseLogger } from 'fastify';
 import { pino } from 'pino';
 import { EngineRegistry } from '../http/engine-registry.js';
 import { registerIndexerRoutes } from '../http/indexer-routes.js';
 import { parseListenAddress, startOpsServer, type OpsServer } from '../serve/ops-server.js';
+import { quietFastify } from '../serve/quiet-fastify.js';
 import { ZmqServeMetrics } from '../serve/zmq-metrics.js';
 
 export const HTTP_USAGE = `usage: kvindex serve --http <[host:]port> [options]
@@ -101,7 +101,7 @@ export async function main(args: string[]): Promise<number> {
   }
   const logger = pino({ name: 'kvindex', level: a.logLevel }, pino.destination({ fd: 2, sync: true }));
   const registry = new EngineRegistry({ logger, topic: a.topic, replayTimeoutMs: a.replayTimeoutMs });
-  const app = Fastify({ loggerInstance: logger.child({ component: 'http' }) as FastifyBaseLogger, disableRequestLogging: true });
+  const app = quietFastify(logger);
   const metrics = a.metrics === null ? null : new ZmqServeMetrics(registry);
   await registerIndexerRoutes(app, registry, {
     token: a.token,

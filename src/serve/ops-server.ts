@@ -4,8 +4,9 @@
  * the admin route removes workers, so exposing it is an explicit choice.
  */
 
-import { fastify, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { fastify, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
+import { quietFastify } from './quiet-fastify.js';
 import { ErrorCode, KvIndexError } from '../errors.js';
 import { registerOpsRoutes, type OpsSource } from './ops-routes.js';
 
@@ -29,11 +30,7 @@ export interface OpsServer {
 
 /** Starts the server; rejects with the listen error (e.g. EADDRINUSE). */
 export async function startOpsServer(address: { host: string; port: number }, ops: OpsSource, logger?: Logger): Promise<OpsServer> {
-  // Request lines at debug: a scrape every few seconds would otherwise fill the info log.
-  const app: FastifyInstance =
-    logger === undefined
-      ? fastify({ logger: false })
-      : (fastify({ loggerInstance: logger.child({ component: 'http' }) as FastifyBaseLogger, disableRequestLogging: true }) as unknown as FastifyInstance);
+  const app: FastifyInstance = logger === undefined ? fastify({ logger: false }) : quietFastify(logger);
   registerOpsRoutes(app, ops);
   await app.listen({ host: address.host, port: address.port });
   const a = app.server.address();
