@@ -27,4 +27,12 @@ describe('readEventHeader', () => {
       expect(readEventHeader(enc.encode(text), fresh())).toBe(false);
     }
   });
+
+  it('refuses a DP rank it cannot read exactly, however long, without throwing', () => {
+    const head = '{"worker_id":1,"event":{"event_id":1,"data":"cleared",';
+    // A 200,000-digit rank once overflowed the stack (String.fromCharCode of a spread run).
+    for (const tail of [`"dp_rank":${'1'.repeat(200_000)}}}`, '"dp_rank":4294967296}}', '"dp_rank":00000000001}}', '"dp_ran\\u006b":1}}', '"dp_rank": 1}}', '"x":1}}']) {
+      expect(readEventHeader(enc.encode(head + tail), fresh()), tail.slice(0, 40)).toBe(false);
+    }
+  });
 });

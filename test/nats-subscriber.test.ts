@@ -84,9 +84,12 @@ describe.skipIf(!installed)('KvEventSubscriber', () => {
       await pub.publishRaw('{"worker_id":18446744073709551616,"event":{"event_id":0,"data":"cleared"}}'); // u64 overflow
       await pub.publishRaw('{"worker_id":1,"event":{"event_id":0,"data":{"evicted":{}}}}'); // unknown variant
       await pub.publishRaw(new Uint8Array(0));
+      // A 200,000-digit DP rank: its header read once overflowed the stack outside the parse,
+      // and the fetch loop retried the batch until the server redelivered it 30 s later.
+      await pub.publishRaw(`{"worker_id":7,"event":{"event_id":1,"data":"cleared","dp_rank":${'1'.repeat(200_000)}}}`);
       const last = await pub.publishRaw(texts[2]!);
       await sub.waitForSeq(last);
-      expect(sub.stats()).toMatchObject({ applied: 2, malformed: 5, lastAppliedSeq: last });
+      expect(sub.stats()).toMatchObject({ applied: 2, malformed: 6, lastAppliedSeq: last });
       const reference = new RadixTree();
       reference.applyEvent(events[0]!);
       reference.applyEvent(events[2]!);

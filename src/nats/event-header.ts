@@ -85,11 +85,18 @@ export function readEventHeader(b: Uint8Array, out: EventHeader): boolean {
   let e = b.length - 1;
   if (b[e] !== 0x7d || b[e - 1] !== 0x7d) return false;
   e -= 2;
+  // At most 11 digits are looked at (a u32 has 10): a message ending in a run of digits any
+  // longer is not a header this reads, whatever its length (a 200 KB run once overflowed the
+  // stack here, before the event's own parser could reject it).
   let d = e;
-  while (d >= 0 && b[d]! >= 0x30 && b[d]! <= 0x39) d--;
-  if (d < e && d - DP.length + 1 >= 0 && at(b, d - DP.length + 1, DP)) {
-    const r = Number(String.fromCharCode(...b.subarray(d + 1, e + 1)));
-    if (!(Number.isSafeInteger(r) && r <= 0xffff_ffff)) return false;
+  while (d >= 0 && e - d <= 10 && b[d]! >= 0x30 && b[d]! <= 0x39) d--;
+  if (d < e) {
+    // Digits before the closing braces: only a compact `,"dp_rank":R` is read; anything else
+    // (an escaped key, whitespace, another field) is not serde's layout.
+    if (e - d > 10 || d - DP.length + 1 < 0 || !at(b, d - DP.length + 1, DP)) return false;
+    let r = 0;
+    for (let k = d + 1; k <= e; k++) r = r * 10 + (b[k]! - 0x30);
+    if (r > 0xffff_ffff) return false;
     dpRank = r;
   }
   out.workerId = worker;
