@@ -12,6 +12,7 @@ import { KvEventSubscriber } from '../src/nats/subscriber.js';
 import { kvNames } from '../src/nats/names.js';
 import { uploadSnapshot } from '../src/nats/snapshot.js';
 import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
+import { formatRouterEvent } from '../src/protocol/json-format.js';
 import type { RouterEvent } from '../src/protocol/types.js';
 import { ServeMetrics } from '../src/serve/metrics.js';
 import { startOpsServer, type OpsServer } from '../src/serve/ops-server.js';
@@ -201,6 +202,31 @@ describe.skipIf(!installed)('serve operations', () => {
       }
     } finally {
       await pub.close();
+      await ix.close();
+    }
+  }, 120_000);
+
+  it('with skip, a jsonl snapshot with a bad line starts partial too, keeping none of its events', async () => {
+    const ns = 'opsbadjsonl';
+    const names = kvNames(ns, 'backend');
+    // A whole event for worker 7, then a truncated one: the decode fails after the first event
+    // reached the index. It used to escape the skip (an EventParseError, not a
+    // SnapshotDecodeError) and stop start-up with worker 7 left loaded.
+    const text = `${formatRouterEvent(stored(7n, 0n, 71n))}\n{"worker_id":7,"event":\n`;
+    await uploadSnapshot(env.nc.jetstream(), names, new TextEncoder().encode(text), { streamSeq: 0, encoding: 'jsonl' });
+    const ix = await ShardedIndexer.create({ shards: 0, blockSize: 4 });
+    try {
+      const log = captureLog('info');
+      const sub = await KvEventSubscriber.start({ indexer: ix, namespace: ns, component: 'backend', connection: env.nc, onBadSnapshot: 'skip', logger: log.logger });
+      try {
+        expect(sub.restored.outcome).toBe('skipped');
+        expect(log.find('PARTIAL')).toHaveLength(1);
+        expect((await ix.findMatches([71n])).scores.size).toBe(0);
+        expect(sub.ready()).toBe(false);
+      } finally {
+        await sub.close();
+      }
+    } finally {
       await ix.close();
     }
   }, 120_000);

@@ -18,7 +18,7 @@
 
 import { headers as natsHeaders, type JetStreamClient, type JetStreamManager, type ObjectInfo, type ObjectStore } from 'nats';
 import type { Logger } from 'pino';
-import { ErrorCode, KvIndexError, SnapshotDecodeError } from '../errors.js';
+import { ErrorCode, EventParseError, KvIndexError, SnapshotDecodeError } from '../errors.js';
 import { iterateSnapshot } from '../protocol/snapshot-reader.js';
 import type { RouterEvent, SnapshotEncoding } from '../protocol/types.js';
 import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
@@ -322,7 +322,7 @@ function readMeta(info: ObjectInfo): SnapshotMeta {
  * Startup: with `resetStates`, purges the whole stream and deletes the bucket; otherwise loads
  * the stable snapshot into the indexer (then flushed). Logs the outcome: bytes downloaded and
  * events loaded, or a line saying no snapshot exists or that loading was skipped. A snapshot
- * that does not decode throws its `SnapshotDecodeError` with `onBadSnapshot` 'fail' (starting
+ * that does not decode throws its `SnapshotDecodeError` (a jsonl line's `EventParseError`) with `onBadSnapshot` 'fail' (starting
  * from part of a snapshot would serve wrong scores); with 'skip' the workers it had loaded are
  * removed again, an error line says the index is partial, and the stream is consumed from its
  * start (outcome 'skipped').
@@ -377,7 +377,8 @@ export async function restoreSnapshot(ctx: SnapshotContext, resetStates: boolean
   try {
     await ctx.indexer.restore(counted(iterateSnapshot(snap.bytes, snap.meta.encoding)));
   } catch (err) {
-    if (onBadSnapshot === 'fail' || !(err instanceof SnapshotDecodeError)) throw err;
+    // A jsonl snapshot's bad line is an EventParseError (snapshot-reader.ts): as bad a snapshot.
+    if (onBadSnapshot === 'fail' || !(err instanceof SnapshotDecodeError || err instanceof EventParseError)) throw err;
     return skipped(ctx, err, loaded, started);
   }
   const report: RestoreReport = {
