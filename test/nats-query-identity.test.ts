@@ -41,6 +41,13 @@ describe('parseFindRequest: lora_name and block_mm_hashes', () => {
       ['{"tokens":[1],"block_mm_hashes":[[1.5]]}', 'block_mm_hashes[0][0]'],
       ['{"hashes":["1"],"lora_name":"sql-lora"}', 'only with "tokens"'],
       ['{"hashes":["1"],"block_mm_hashes":[]}', 'only with "tokens"'],
+      // Objects (no prototype, from the lossless parser) and deep arrays where a value was
+      // expected: the message once called String() on them, which threw a TypeError or overflowed.
+      ['{"tokens":[1],"lora_name":{}}', 'lora_name'],
+      ['{"tokens":[{}]}', 'tokens[0]'],
+      ['{"hashes":[{}]}', 'hashes[0]'],
+      ['{"tokens":[1],"block_mm_hashes":[[{}]]}', 'block_mm_hashes[0][0]'],
+      [`{"hashes":[${'['.repeat(20_000)}${']'.repeat(20_000)}]}`, 'hashes[0]'],
     ];
     for (const [body, field] of cases) {
       expect(() => parseFindRequest(body), body).toThrow(

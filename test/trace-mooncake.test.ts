@@ -37,6 +37,9 @@ describe('parseTraceLine', () => {
     ['a string id', '{"hash_ids": ["1"]}'],
     ['an id above u64', '{"hash_ids": [18446744073709551616]}'],
     ['a negative input_length', '{"hash_ids": [1], "input_length": -4}'],
+    ['an object id', '{"hash_ids": [{}]}'],
+    ['an object input_length', '{"hash_ids": [1], "input_length": {}}'],
+    ['a deeply nested id', `{"hash_ids": [${'['.repeat(20_000)}${']'.repeat(20_000)}]}`],
   ])('rejects a line with %s', (_what, text) => {
     const r = parseTraceLine(text, 3);
     expect(r.ok).toBe(false);

@@ -30,6 +30,7 @@ import {
   writeU64s,
   type SeedHalves,
 } from './wasm-xxh3.js';
+import { showValue } from '../protocol/show-value.js';
 
 /** Dynamo's `XXH3_SEED`. */
 export const XXH3_SEED = 1337n;
@@ -100,7 +101,7 @@ function checkBlockSize(blockSize: number): void {
 function badToken(index: number, value: unknown): KvIndexError {
   return new KvIndexError(
     ErrorCode.InvalidField,
-    `tokens[${index}] must be an integer in 0..4294967295, got ${String(value)}`,
+    `tokens[${index}] must be an integer in 0..4294967295, got ${showValue(value)}`,
   );
 }
 
@@ -129,7 +130,7 @@ function mmHashesOf(options: BlockHashOptions): BlockMmHashes | null {
     for (let j = 0; j < entry.length; j++) {
       const h: unknown = entry[j];
       if (typeof h !== 'bigint' || h < 0n || h > U64_MAX) {
-        throw badOption(`blockMmHashes[${i}][${j}] must be a u64 bigint, got ${String(h)}`);
+        throw badOption(`blockMmHashes[${i}][${j}] must be a u64 bigint, got ${showValue(h)}`);
       }
     }
   }

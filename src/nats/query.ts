@@ -41,6 +41,7 @@ import { parseJsonLossless, type JsonObject, type JsonValue } from '../protocol/
 import { U64_MAX, type OverlapScores } from '../protocol/types.js';
 import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
 import { NatsError, NatsErrorCode, reason } from './errors.js';
+import { showValue } from '../protocol/show-value.js';
 
 /** A parsed findMatches request. */
 export type FindRequest =
@@ -68,7 +69,7 @@ function u64Of(value: JsonValue | undefined, label: string): bigint {
   let v: bigint | null = null;
   if (typeof value === 'bigint') v = value;
   else if (typeof value === 'string' && /^[0-9]{1,20}$/.test(value)) v = BigInt(value);
-  if (v === null || v < 0n || v > U64_MAX) bad(`${label}: expected a u64 as a decimal string or integer, got ${JSON.stringify(String(value))}`);
+  if (v === null || v < 0n || v > U64_MAX) bad(`${label}: expected a u64 as a decimal string or integer, got ${showValue(value)}`);
   return v;
 }
 
@@ -113,11 +114,11 @@ export function parseFindRequest(body: Uint8Array | string): FindRequest {
     const out = new Uint32Array(tokens.length);
     for (let i = 0; i < tokens.length; i++) {
       const t = tokens[i];
-      if (typeof t !== 'bigint' || t < 0n || t > 0xffff_ffffn) bad(`tokens[${i}]: expected an integer in [0, 2^32-1], got ${String(t)}`);
+      if (typeof t !== 'bigint' || t < 0n || t > 0xffff_ffffn) bad(`tokens[${i}]: expected an integer in [0, 2^32-1], got ${showValue(t)}`);
       out[i] = Number(t);
     }
     if (loraName !== undefined && loraName !== null && typeof loraName !== 'string') {
-      bad(`lora_name: expected a string or null, got ${JSON.stringify(String(loraName))}`);
+      bad(`lora_name: expected a string or null, got ${showValue(loraName)}`);
     }
     return { tokens: out, loraName: loraName ?? null, blockMmHashes: blockMmHashesOf(mm) };
   }
@@ -257,7 +258,7 @@ export async function requestFindMatches(
   const error = obj['error'];
   if (error !== undefined) {
     const e = error as JsonObject;
-    bad(`findMatches on ${subject} failed: [${String(e['code'])}] ${String(e['message'])}`);
+    bad(`findMatches on ${subject} failed: [${showValue(e['code'])}] ${showValue(e['message'])}`);
   }
   const scores = new Map<bigint, number>();
   const raw = obj['scores'];

@@ -9,6 +9,7 @@ import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
 import type { NatsAuthOptions } from './auth.js';
 import { DEFAULT_CONSUMER_INACTIVE_S, DEFAULT_STREAM_MAX_AGE_S } from './connect.js';
 import { checkEncoding } from './snapshot.js';
+import { showValue } from '../protocol/show-value.js';
 
 export interface KvEventSubscriberOptions {
   /** The index to feed; the subscriber never closes it. */
@@ -132,7 +133,7 @@ export function checkSubscriberOptions(o: KvEventSubscriberOptions): SubscriberC
   };
   const int = (name: string, v: number | undefined, dflt: number, min: number): number => {
     if (v === undefined) return dflt;
-    if (!Number.isInteger(v) || v < min) bad(`${name}: expected an integer >= ${min}, got ${String(v)}`);
+    if (!Number.isInteger(v) || v < min) bad(`${name}: expected an integer >= ${min}, got ${showValue(v)}`);
     return v;
   };
   if (typeof o !== 'object' || o === null) bad('options: expected an object');

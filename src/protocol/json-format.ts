@@ -17,6 +17,7 @@ import type { RouterEvent } from './types.js';
 import { U64_MAX } from './types.js';
 import { formatU64 } from './u64-text.js';
 import type { RecorderLine } from './json-parse.js';
+import { showValue } from './show-value.js';
 
 const U32_MAX = 0xffff_ffff;
 
@@ -78,7 +79,7 @@ export function formatRouterEvent(event: RouterEvent): string {
 export function formatRecorderLine(line: RecorderLine): string {
   const t = line.timestamp;
   if (!Number.isInteger(t) || t < 0 || t > 2 ** 53) {
-    invalid('timestamp', `expected an integer in [0, 2^53], found ${String(t)}`);
+    invalid('timestamp', `expected an integer in [0, 2^53], found ${showValue(t)}`);
   }
   return '{"timestamp":' + t + ',"event":' + formatRouterEvent(line.event) + '}';
 }

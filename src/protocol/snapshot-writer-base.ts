@@ -6,6 +6,7 @@
 import { ErrorCode, EventParseError, KvIndexError } from '../errors.js';
 import type { RouterEvent, SnapshotEncoding } from './types.js';
 import { U64_MAX } from './types.js';
+import { showValue } from './show-value.js';
 
 
 export const TWO_32 = 4294967296;
@@ -22,7 +23,7 @@ export const HI = 1 - LO;
 /** Checks that `value` is a u64 bigint and leaves its halves in `pair32[LO]`, `pair32[HI]`. */
 export function splitU64(value: unknown, field: string): void {
   if (typeof value !== 'bigint' || value < 0n || value > U64_MAX) {
-    const shown = typeof value === 'bigint' ? `${value}n` : `${typeof value} ${String(value)}`;
+    const shown = typeof value === 'bigint' ? `${value}n` : `${typeof value} ${showValue(value)}`;
     throw new EventParseError(ErrorCode.InvalidField, `${field}: expected a u64 bigint, found ${shown}`);
   }
   pair64[0] = value;

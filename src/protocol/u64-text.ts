@@ -12,6 +12,7 @@
 
 import { ErrorCode, EventParseError } from '../errors.js';
 import { U64_MAX } from './types.js';
+import { showValue } from './show-value.js';
 
 const pair64 = new BigUint64Array(1);
 const pair32 = new Uint32Array(pair64.buffer);
@@ -70,8 +71,7 @@ export function formatU64(value: bigint, field: string): string {
 
 function describe(value: unknown): string {
   if (typeof value === 'bigint') return `${value}n`;
-  if (typeof value === 'string') return JSON.stringify(value.slice(0, 40));
-  return typeof value === 'number' ? `number ${value}` : String(value);
+  return typeof value === 'number' ? `number ${value}` : showValue(value);
 }
 
 /**

@@ -20,6 +20,7 @@
  */
 import { ErrorCode, KvIndexError } from '../errors.js';
 import type { RandomSource } from './random.js';
+import { showValue } from '../protocol/show-value.js';
 
 /** One worker (and data-parallel rank) a request may go to. */
 export interface WorkerCandidate {
@@ -121,7 +122,7 @@ const invalidField = (message: string): never => {
 function nonNegative(name: string, v: number | undefined, fallback: number, max = Infinity): number {
   if (v === undefined) return fallback;
   if (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || v > max) {
-    invalidOption(`${name}: expected a finite number in 0..${max}, got ${String(v)}`);
+    invalidOption(`${name}: expected a finite number in 0..${max}, got ${showValue(v)}`);
   }
   return v;
 }
@@ -238,7 +239,7 @@ function isTiered(o: ReadonlyMap<bigint, number> | TieredOverlap): o is TieredOv
 }
 
 function checkLoad(i: number, field: string, v: number): void {
-  if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) invalidField(`loads[${i}].${field}: expected a finite number >= 0, got ${String(v)}`);
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) invalidField(`loads[${i}].${field}: expected a finite number >= 0, got ${showValue(v)}`);
 }
 
 /** The minimum, ties uniformly: the k-th tie replaces the pick with probability 1/k. */

@@ -21,6 +21,7 @@ import type { TraceRequest } from './mooncake.js';
 import { RouterModel } from './router-model.js';
 import { splitmix64, SyntheticTokens, TRACE_BLOCK_TOKENS } from './synthetic-tokens.js';
 import { WorkerCache } from './worker-cache.js';
+import { showValue } from '../protocol/show-value.js';
 
 export interface ClusterSimOptions {
   /** Number of workers (default 4). */
@@ -111,7 +112,7 @@ const invalid = (message: string): never => {
 /** Fills the defaults and checks every option; throws `KvIndexError` (`InvalidOption`) naming the bad one. */
 export function resolveSimOptions(o: ClusterSimOptions = {}): ClusterSimConfig {
   const int = (name: string, v: number, min: number, max = Number.MAX_SAFE_INTEGER): number => {
-    if (!Number.isInteger(v) || v < min || v > max) invalid(`${name}: expected an integer in ${min}..${max}, got ${String(v)}`);
+    if (!Number.isInteger(v) || v < min || v > max) invalid(`${name}: expected an integer in ${min}..${max}, got ${showValue(v)}`);
     return v;
   };
   const blockSize = int('blockSize', o.blockSize ?? 64, 1, TRACE_BLOCK_TOKENS);
@@ -124,9 +125,9 @@ export function resolveSimOptions(o: ClusterSimOptions = {}): ClusterSimConfig {
   }
   const workerIds = o.workerIds === undefined ? deriveWorkerIds(seed, workers) : [...o.workerIds];
   if (new Set(workerIds).size !== workerIds.length) invalid('workerIds: ids must be distinct');
-  for (const id of workerIds) if (typeof id !== 'bigint' || id < 0n || id > U64_MASK) invalid(`workerIds: expected u64 bigints, got ${String(id)}`);
+  for (const id of workerIds) if (typeof id !== 'bigint' || id < 0n || id > U64_MASK) invalid(`workerIds: expected u64 bigints, got ${showValue(id)}`);
   const positive = (name: string, v: number): number => {
-    if (!(Number.isFinite(v) && v > 0)) invalid(`${name}: expected a positive number, got ${String(v)}`);
+    if (!(Number.isFinite(v) && v > 0)) invalid(`${name}: expected a positive number, got ${showValue(v)}`);
     return v;
   };
   const decode = o.decodeMsPerToken ?? 20;

@@ -11,6 +11,7 @@
 import { parseJsonLossless, type JsonObject, type JsonValue } from '../protocol/json-value.js';
 import { openLineSource } from './line-source.js';
 import { TRACE_BLOCK_TOKENS } from './synthetic-tokens.js';
+import { showValue } from '../protocol/show-value.js';
 
 const U64_MAX = 0xffff_ffff_ffff_ffffn;
 
@@ -58,7 +59,7 @@ export function traceRequestFrom(value: JsonValue, line: number, previousTimesta
   for (let i = 0; i < ids.length; i++) {
     const id = ids[i];
     if (typeof id !== 'bigint' || id < 0n || id > U64_MAX) {
-      return { ok: false, reason: `hash_ids[${i}]: expected a non-negative integer, got ${JSON.stringify(String(id))}` };
+      return { ok: false, reason: `hash_ids[${i}]: expected a non-negative integer, got ${showValue(id)}` };
     }
     hashIds[i] = id;
   }
@@ -76,7 +77,7 @@ function numberField(obj: JsonObject, key: string, fallback: number): number | s
   const v = obj[key];
   if (v === undefined) return fallback;
   const n = typeof v === 'bigint' ? Number(v) : v;
-  if (typeof n !== 'number' || !Number.isFinite(n) || n < 0) return `${key}: expected a non-negative number, got ${JSON.stringify(String(v))}`;
+  if (typeof n !== 'number' || !Number.isFinite(n) || n < 0) return `${key}: expected a non-negative number, got ${showValue(v)}`;
   return n;
 }
 

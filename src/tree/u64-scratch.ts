@@ -5,6 +5,7 @@
  */
 import { ErrorCode, KvIndexError } from '../errors.js';
 import type { StoredBlock } from '../protocol/types.js';
+import { showValue } from '../protocol/show-value.js';
 
 export class U64Scratch {
   private big = new BigUint64Array(512);
@@ -29,7 +30,7 @@ export class U64Scratch {
     for (let i = 0; i < hashes.length; i++) {
       const h = hashes[i]!;
       if (check && (typeof h !== 'bigint' || h < 0n || h > 0xffff_ffff_ffff_ffffn)) {
-        throw new KvIndexError(ErrorCode.InvalidField, `hashes[${i}]: expected a u64 bigint, got ${String(h)}`);
+        throw new KvIndexError(ErrorCode.InvalidField, `hashes[${i}]: expected a u64 bigint, got ${showValue(h)}`);
       }
       big[i] = h;
     }

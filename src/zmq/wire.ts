@@ -13,6 +13,7 @@
 
 import { DirectBatchReader } from './direct-batch.js';
 import { ZmqError, ZmqErrorCode } from './errors.js';
+import { showValue } from '../protocol/show-value.js';
 
 /** A `BlockStored` event as the engine sent it (hashes already folded to u64). */
 export interface EngineStored {
@@ -206,7 +207,7 @@ function tokens(v: unknown): Uint32Array {
     // either a u64-encoded small id or out of range.
     const n = typeof t === 'bigint' ? (t >= 0n && t <= 0xffff_ffffn ? Number(t) : -1) : t;
     if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > 0xffff_ffff) {
-      throw bad(`token_ids[${i}]: expected a u32, got ${typeof t === 'object' ? (Array.isArray(t) ? 'a pair (EAGLE bigram tokens are not supported)' : 'an object') : String(t)}`);
+      throw bad(`token_ids[${i}]: expected a u32, got ${typeof t === 'object' ? (Array.isArray(t) ? 'a pair (EAGLE bigram tokens are not supported)' : 'an object') : showValue(t)}`);
     }
     out[i] = n;
   }
@@ -215,7 +216,7 @@ function tokens(v: unknown): Uint32Array {
 
 function u32(v: unknown, field: string): number {
   const n = typeof v === 'bigint' && v >= 0n && v <= 0xffff_ffffn ? Number(v) : v;
-  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > 0xffff_ffff) throw bad(`${field}: expected a u32, got ${String(v)}`);
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > 0xffff_ffff) throw bad(`${field}: expected a u32, got ${showValue(v)}`);
   return n;
 }
 

@@ -1,0 +1,31 @@
+/** showValue: a short text of any value for error messages, never throwing. */
+import { describe, expect, it } from 'vitest';
+import { showValue } from '../src/protocol/show-value.js';
+
+describe('showValue', () => {
+  it('shows scalars, quotes and cuts strings, names containers', () => {
+    expect(showValue(18446744073709551615n)).toBe('18446744073709551615');
+    expect(showValue(-1.5)).toBe('-1.5');
+    expect(showValue(true)).toBe('true');
+    expect(showValue(undefined)).toBe('undefined');
+    expect(showValue(null)).toBe('null');
+    expect(showValue('a"b')).toBe('"a\\"b"');
+    expect(showValue('x'.repeat(100))).toBe(`"${'x'.repeat(40)}..."`);
+    expect(showValue([1, 2])).toBe('an array of 2');
+    expect(showValue({ a: 1 })).toBe('an object');
+    expect(showValue(Symbol('s'))).toBe('a symbol');
+    expect(showValue(() => 1)).toBe('a function');
+  });
+
+  it('does not throw where String() does', () => {
+    const bare = Object.create(null) as object;
+    expect(() => String(bare)).toThrow(TypeError);
+    expect(showValue(bare)).toBe('an object');
+    let deep: unknown[] = [];
+    for (let i = 0; i < 100_000; i++) deep = [deep];
+    expect(() => String(deep)).toThrow(RangeError);
+    expect(showValue(deep)).toBe('an array of 1');
+    const hostile = { toString: () => { throw new Error('no'); } };
+    expect(showValue(hostile)).toBe('an object');
+  });
+});
