@@ -94,7 +94,7 @@ describe.skipIf(!(await zmqAvailable()))('routing over the standalone indexer HT
     const t = tokens(2);
     expect((await post(url, '/route', { token_ids: t, model_name: 'm' })).status).toBe(401);
     expect((await post(url, '/route', { token_ids: t, model_name: 'other' }, auth)).status).toBe(404);
-    for (const bad of ['{', '[]', '{"token_ids":"x","model_name":"m"}', '{"token_ids":[-1],"model_name":"m"}', '{"token_ids":[1],"model_name":"m","overrides":{"router_temperature":-1}}', '{"token_ids":[1],"model_name":"m","expected_output_tokens":"many"}']) {
+    for (const bad of ['{', '[]', '{"token_ids":"x","model_name":"m"}', '{"token_ids":[-1],"model_name":"m"}', '{"token_ids":[1],"model_name":"m","overrides":{"router_temperature":-1}}', '{"token_ids":[1],"model_name":"m","overrides":{"prefill_load_scale":1e308}}', '{"token_ids":[1],"model_name":"m","expected_output_tokens":"many"}']) {
       const r = await post(url, '/route', bad, auth);
       expect(r.status, bad).toBe(400);
       expect(typeof r.json['error']).toBe('string');

@@ -6,7 +6,9 @@
 import { describe, expect, it } from 'vitest';
 import { ErrorCode, KvIndexError } from '../src/errors.js';
 import { seededRandom } from '../src/router/random.js';
-import { selectWorker, type CandidateLoad, type WorkerCandidate } from '../src/router/select-worker.js';
+import { formatRouteDecision } from '../src/router/decision-json.js';
+import type { RouteDecision } from '../src/router/kv-router.js';
+import { MAX_WEIGHT, selectWorker, type CandidateLoad, type WorkerCandidate } from '../src/router/select-worker.js';
 
 const W1 = 0x4000_0000_0000_0001n; // above 2^53: ids never pass through a number
 const W2 = 0x4000_0000_0000_0002n;
@@ -186,6 +188,23 @@ describe('selectWorker: hostile input', () => {
     expect(e3.code).toBe(ErrorCode.InvalidOption);
     expect(e3.message).toMatch(/temperature/);
     expect(errorOf(() => selectWorker({ tokens: 16 }, cands(W1), new Map(), [], { blockSize: 16, temperature: NaN })).code).toBe(ErrorCode.InvalidOption);
+    // Weights beyond MAX_WEIGHT: a prefill_load_scale of 1e308 made every cost Infinity.
+    const e4 = errorOf(() => selectWorker({ tokens: 16, overrides: { prefillLoadScale: 1e308 } }, cands(W1), new Map(), [], { blockSize: 16 }));
+    expect(e4.code).toBe(ErrorCode.InvalidOption);
+    expect(e4.message).toMatch(/prefillLoadScale/);
+    expect(errorOf(() => selectWorker({ tokens: 16 }, cands(W1), new Map(), [], { blockSize: 16, decodeActiveRequestWeight: MAX_WEIGHT * 2 })).code).toBe(ErrorCode.InvalidOption);
+    expect(selectWorker({ tokens: 16, overrides: { prefillLoadScale: MAX_WEIGHT } }, cands(W1), new Map(), [], { blockSize: 16 }).workerId).toBe(W1);
+  });
+
+  it('a decision with costs that are not finite is still valid JSON', () => {
+    const d: RouteDecision = {
+      requestId: 'r', workerId: 18446744073709551615n, dpRank: 0, overlapBlocks: 0, requiredBlocks: 1,
+      candidates: [{ workerId: 18446744073709551615n, dpRank: 0 }, { workerId: 2n, dpRank: 1 }, { workerId: 3n, dpRank: 0 }],
+      costs: Float64Array.of(Infinity, -Infinity, NaN), overlaps: Uint32Array.of(0, 0, 0), elapsedUs: 0,
+    } as unknown as RouteDecision;
+    const parsed = JSON.parse(formatRouteDecision(d)) as { costs: unknown[]; worker_id: string };
+    expect(parsed.costs).toEqual([Number.MAX_VALUE, -Number.MAX_VALUE, null]);
+    expect(parsed.worker_id).toBe('18446744073709551615');
   });
 
   it('bad candidates, loads and token counts: KVX_INVALID_FIELD', () => {

@@ -119,7 +119,14 @@ const invalidField = (message: string): never => {
   throw new KvIndexError(ErrorCode.InvalidField, message);
 };
 
-function nonNegative(name: string, v: number | undefined, fallback: number, max = Infinity): number {
+/**
+ * Bound of the unbounded weights and of the temperature: far beyond any useful setting, and low
+ * enough that a cost, a sum of loads (token counts) times weights, stays finite. A
+ * `prefill_load_scale` of 1e308 made every cost Infinity, which the decision's JSON cannot carry.
+ */
+export const MAX_WEIGHT = 1e6;
+
+function nonNegative(name: string, v: number | undefined, fallback: number, max = MAX_WEIGHT): number {
   if (v === undefined) return fallback;
   if (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || v > max) {
     invalidOption(`${name}: expected a finite number in 0..${max}, got ${showValue(v)}`);
