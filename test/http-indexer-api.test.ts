@@ -168,6 +168,27 @@ describe.skipIf(!(await zmqAvailable()))('standalone indexer HTTP API', () => {
     expect((await call(url, '/health')).status).toBe(200);
   });
 
+  it('an endpoint ZMQ refuses is a 400 that leaves no index behind', async () => {
+    const { url } = await server();
+    // Passes the format check, refused by zeromq at connect: once a 500 that left an empty index
+    // fixing the model's block size.
+    const bad = await call(url, '/register', '{"instance_id":1,"endpoint":"tcp://*:5","model_name":"z","block_size":8}');
+    expect(bad.status).toBe(400);
+    expect(bad.text).toMatch(/"error":".*tcp:\/\/\*:5/);
+    expect((await call(url, '/query', '{"token_ids":[1,2],"model_name":"z"}')).status).toBe(404);
+    const ep = await closedEndpoint();
+    expect((await call(url, '/register', `{"instance_id":1,"endpoint":"${ep}","model_name":"z","block_size":4}`)).status).toBe(201);
+  });
+
+  it('keeps (model, tenant) pairs apart whatever characters they hold', async () => {
+    const { url } = await server();
+    const ep = await closedEndpoint();
+    // Keys joined with NUL once made ("a\0b", "c") and ("a", "b\0c") one index.
+    expect((await call(url, '/register', `{"instance_id":1,"endpoint":"${ep}","model_name":"a\\u0000b","tenant_id":"c","block_size":4}`)).status).toBe(201);
+    expect((await call(url, '/query', '{"token_ids":[1,2,3,4],"model_name":"a","tenant_id":"b\\u0000c"}')).status).toBe(404);
+    expect((await call(url, '/register', `{"instance_id":1,"endpoint":"${ep}","model_name":"a","tenant_id":"b\\u0000c","block_size":8}`)).status).toBe(201);
+  });
+
   it('a bearer token guards the mutating routes only', async () => {
     const { url } = await server('s3cret');
     const body = `{"instance_id":1,"endpoint":"${await closedEndpoint()}","model_name":"m","block_size":4}`;

@@ -13,6 +13,7 @@ import type { WorkerCandidate } from '../router/select-worker.js';
 import { EngineIndex } from '../zmq/engine-index.js';
 import { ZmqKvSource } from '../zmq/source.js';
 import { checkEndpoint } from '../zmq/endpoint.js';
+import { ZmqError, ZmqErrorCode } from '../zmq/errors.js';
 import { HttpRequestError, type RegisterRequest, type UnregisterRequest } from './requests.js';
 
 export interface IndexEntry {
@@ -42,11 +43,18 @@ export interface EngineRegistryOptions {
   routing?: Omit<KvRouterOptions, 'indexer' | 'blockSize' | 'workers'>;
 }
 
-const key = (...parts: Array<string | bigint | number>): string => parts.map(String).join('\u0000');
+/**
+ * A map key of several parts, one to one: the parts as a JSON array of strings. Joined with NUL
+ * (as before) the model "a\0b" with tenant "c" and the model "a" with tenant "b\0c" shared one
+ * index (found by fuzzing).
+ */
+const key = (...parts: Array<string | bigint | number>): string => JSON.stringify(parts.map(String));
 
 export class EngineRegistry {
   readonly #indexes = new Map<string, IndexEntry>();
   readonly #listeners = new Map<string, ListenerEntry>();
+  /** Registrations whose listener is starting, per (model, tenant) key. */
+  readonly #starting = new Map<string, number>();
   readonly #options: EngineRegistryOptions;
 
   constructor(options: EngineRegistryOptions = {}) {
@@ -97,11 +105,40 @@ export class EngineRegistry {
     }
     const lk = key(r.instanceId, r.modelName, r.tenantId, r.dpRank);
     if (this.#listeners.has(lk)) throw new HttpRequestError(`instance ${r.instanceId} dp_rank ${r.dpRank} is already registered for this model and tenant`, 409);
+    const created = entry === undefined;
     if (entry === undefined) {
       entry = { modelName: r.modelName, tenantId: r.tenantId, index: new EngineIndex({ blockSize: r.blockSize }), router: null };
       this.#indexes.set(ik, entry);
     }
-    const source = await ZmqKvSource.start({
+    let source: ZmqKvSource;
+    this.#starting.set(ik, (this.#starting.get(ik) ?? 0) + 1);
+    try {
+      source = await this.#start(r, entry);
+    } catch (err) {
+      // A registration that failed leaves nothing behind: an index made for it would otherwise
+      // fix the (model, tenant)'s block size with no engine feeding it. Unless another
+      // registration of the same (model, tenant) started meanwhile and uses it.
+      if (created && this.#starting.get(ik) === 1 && !this.#fed(r.modelName, r.tenantId)) this.#indexes.delete(ik);
+      // An endpoint that passes the format check but that ZMQ refuses (`tcp://*:5`, an ipc
+      // path too long) is the request's fault, not the server's.
+      if (err instanceof ZmqError && err.code === ZmqErrorCode.BadEndpoint) throw new HttpRequestError(err.message, 400);
+      throw err;
+    } finally {
+      const n = this.#starting.get(ik)! - 1;
+      if (n === 0) this.#starting.delete(ik);
+      else this.#starting.set(ik, n);
+    }
+    this.#listeners.set(lk, { instanceId: r.instanceId, modelName: r.modelName, tenantId: r.tenantId, dpRank: r.dpRank, endpoint: r.endpoint, source });
+  }
+
+  /** Whether a listener feeds the index of (model, tenant). */
+  #fed(modelName: string, tenantId: string): boolean {
+    for (const l of this.#listeners.values()) if (l.modelName === modelName && l.tenantId === tenantId) return true;
+    return false;
+  }
+
+  #start(r: RegisterRequest, entry: IndexEntry): Promise<ZmqKvSource> {
+    return ZmqKvSource.start({
       index: entry.index,
       workerId: r.instanceId,
       endpoint: r.endpoint,
@@ -111,7 +148,6 @@ export class EngineRegistry {
       ...(this.#options.replayTimeoutMs === undefined ? {} : { replayTimeoutMs: this.#options.replayTimeoutMs }),
       ...(this.#options.logger === undefined ? {} : { logger: this.#options.logger }),
     });
-    this.#listeners.set(lk, { instanceId: r.instanceId, modelName: r.modelName, tenantId: r.tenantId, dpRank: r.dpRank, endpoint: r.endpoint, source });
   }
 
   /**
