@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { computeBlockHashes } from '../src/hash/block-hash.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { EngineIndex } from '../src/zmq/engine-index.js';
-import { ZmqKvSource, type ZmqKvSourceOptions } from '../src/zmq/source.js';
+import { MAX_RANKS_PER_SOURCE, ZmqKvSource, type ZmqKvSourceOptions } from '../src/zmq/source.js';
 import { offsetEndpoint } from '../src/zmq/endpoint.js';
 import { closedEndpoint, until, VllmPublisher, zmqAvailable, type EventSpec } from './support/vllm-publisher.js';
 
@@ -153,6 +153,30 @@ describe.skipIf(!(await zmqAvailable()))('ZmqKvSource', () => {
     await pub.publish([a.spec]);
     await until(() => src.stats().batches === 1);
     expect(index.query(computeBlockHashes(a.tokens, BS)).scores.get(W)).toEqual(new Map([[3, 2]]));
+  });
+
+  it('takes at most MAX_RANKS_PER_SOURCE distinct ranks from one endpoint, counting the rest as bad payloads', async () => {
+    const pub = await VllmPublisher.start();
+    open.push(pub);
+    const index = new EngineIndex({ blockSize: BS });
+    const src = await connect(pub, index);
+    const extra = 3;
+    const chains = [];
+    for (let r = 0; r < MAX_RANKS_PER_SOURCE + extra; r++) {
+      // A publisher naming a new rank in every batch: each rank once made a tree of its own.
+      (pub as { rank: number | null }).rank = r;
+      const c = chain(1, 100 * r, BigInt(r + 1));
+      chains.push(c);
+      await pub.publish([c.spec]);
+    }
+    await until(() => src.stats().batches + src.stats().badPayloads === MAX_RANKS_PER_SOURCE + extra);
+    expect(src.stats()).toMatchObject({ batches: MAX_RANKS_PER_SOURCE, badPayloads: extra, gaps: 0 });
+    expect(score(index, chains[MAX_RANKS_PER_SOURCE - 1]!.tokens, MAX_RANKS_PER_SOURCE - 1)).toBe(1);
+    expect(index.query(computeBlockHashes(chains[MAX_RANKS_PER_SOURCE]!.tokens, BS)).scores.size).toBe(0);
+    // A rank it already has is still taken.
+    (pub as { rank: number | null }).rank = 5;
+    await pub.publish([chain(1, 9000, 999n).spec]);
+    await until(() => src.stats().batches === MAX_RANKS_PER_SOURCE + 1);
   });
 
   it('an engine restart (seq back to 0) clears the worker before applying', async () => {

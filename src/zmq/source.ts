@@ -27,6 +27,15 @@ import { SeqCursor, SeqVerdict } from './seq-cursor.js';
 import { emptyStats, type ZmqSourceStats } from './source-stats.js';
 import { decodeBatch, type EngineBatch, type MsgpackDecoder } from './wire.js';
 
+/**
+ * Distinct DP ranks one endpoint may send. An engine publishes its own rank (vLLM: one
+ * publisher per DP rank) and DP degrees run 1 to 16, so this is far beyond a real engine; each
+ * new rank makes a tree (~78 KB even empty), and a publisher sending a new rank in every 30-byte
+ * batch grew the process by 233 MB over 3,000 batches, every lookup walking every rank's tree
+ * (found by fuzzing). A batch naming one more rank is counted as a bad payload.
+ */
+export const MAX_RANKS_PER_SOURCE = 64;
+
 export interface ZmqKvSourceOptions {
   /** The index the events go to (its block size is the one events are checked against). */
   index: EngineIndex;
@@ -193,6 +202,12 @@ export class ZmqKvSource {
       return;
     }
     const rank = batch.dpRank ?? this.dpRank;
+    if (!this.#cursors.has(rank) && this.#cursors.size >= MAX_RANKS_PER_SOURCE) {
+      this.#stats.badPayloads++;
+      this.#warn(new ZmqError(ZmqErrorCode.BadPayload, `data_parallel_rank ${rank}: this endpoint already sent ${MAX_RANKS_PER_SOURCE} other ranks`), seq);
+      this.#cursor(this.dpRank).advance(seq);
+      return;
+    }
     const cursor = this.#cursor(rank);
     switch (cursor.verdict(seq)) {
       case SeqVerdict.Gap:
