@@ -219,3 +219,19 @@ describe('fuzz: malformed input only ever throws KvIndexError', () => {
     }
   });
 });
+
+describe('bytes that are not a Uint8Array (untyped callers)', () => {
+  it('is KVX_INVALID_OPTION for every encoding, before any event', () => {
+    const jsonl = encodeSnapshot([{ workerId: 1n, event: { eventId: 0n, data: { type: 'cleared' } } }], 'jsonl');
+    // An ArrayBuffer of a valid jsonl snapshot once decoded to no event at all.
+    const inputs: unknown[] = [jsonl.buffer, new DataView(jsonl.buffer), 'text', null, [1, 2], Object.create(null)];
+    for (const encoding of ['bincode', 'bincode-dp', 'jsonl'] as SnapshotEncoding[]) {
+      for (const bytes of inputs) {
+        for (const read of [() => decodeSnapshot(bytes as Uint8Array, encoding), () => iterateSnapshot(bytes as Uint8Array, encoding)]) {
+          expect(read).toThrow(expect.objectContaining({ code: ErrorCode.InvalidOption }));
+        }
+      }
+    }
+    expect(decodeSnapshot(Buffer.from(jsonl), 'jsonl')).toHaveLength(1);
+  });
+});

@@ -14,6 +14,7 @@
 
 import { ErrorCode, EventParseError, KvIndexError, SnapshotDecodeError } from '../errors.js';
 import { parseRouterEvent } from './json-parse.js';
+import { showValue } from './show-value.js';
 import type { KvCacheEventData, RouterEvent, SnapshotEncoding, StoredBlock } from './types.js';
 
 /** Smallest event in plain bincode: worker_id 8 + event_id 8 + variant 4 (Cleared). */
@@ -271,6 +272,7 @@ export function iterateSnapshot(
   bytes: Uint8Array,
   encoding: SnapshotEncoding = 'bincode',
 ): Generator<RouterEvent, void, void> {
+  checkBytes(bytes);
   switch (encoding) {
     case 'bincode':
       return iterateBincode(bytes, false);
@@ -297,12 +299,14 @@ export function iterateSnapshot(
  * For JSON lines: the parser's `EventParseError`, re-thrown with the 1-based line number in
  * the message and the original as `cause`, keeping its code (`InvalidJson`, `InvalidField`,
  * `UnknownVariant`); `SnapshotDecodeError` `InvalidJson` for a blank line between events.
- * `KvIndexError` `InvalidOption` for an unknown encoding.
+ * `KvIndexError` `InvalidOption` for an unknown encoding, and for bytes that are not a
+ * `Uint8Array` (a Buffer is one).
  */
 export function decodeSnapshot(
   bytes: Uint8Array,
   encoding: SnapshotEncoding = 'bincode',
 ): RouterEvent[] {
+  checkBytes(bytes);
   if (encoding === 'bincode' || encoding === 'bincode-dp') {
     // Same as the generator, without its per-event resume cost.
     const withDp = encoding === 'bincode-dp';
@@ -326,4 +330,14 @@ export function badEncoding(encoding: unknown): KvIndexError {
     ErrorCode.InvalidOption,
     `encoding: expected 'bincode', 'bincode-dp' or 'jsonl', found ${String(encoding)}`,
   );
+}
+
+/**
+ * Untyped callers only: an ArrayBuffer or DataView of a valid jsonl snapshot decoded to no event
+ * at all, and other values threw a TypeError from inside the reader (found by fuzzing).
+ */
+function checkBytes(bytes: unknown): void {
+  if (!(bytes instanceof Uint8Array)) {
+    throw new KvIndexError(ErrorCode.InvalidOption, `snapshot bytes: expected a Uint8Array, got ${showValue(bytes)}`);
+  }
 }
