@@ -66,6 +66,23 @@ describe.skipIf(!installed)('KvRouteService over NATS', () => {
     }
   });
 
+  it('a request of one 1,000,000-digit token is answered with a typed error, and the service goes on', async () => {
+    const names = kvNames('routebig', 'backend');
+    const service = KvRouteService.start(env.nc, names, { indexer: new RadixTree(), blockSize: BS, workers: [{ workerId: W1, dpRank: 0 }] });
+    try {
+      // Its error once quoted the whole number: a reply beyond max_payload, whose throw in the
+      // subscription callback stopped the client's reader (every later request timed out).
+      const big = `{"tokens":[${'7'.repeat(1_000_000)}]}`;
+      for (const subject of [service.subjects.route, service.subjects.free]) {
+        const r = await ask(subject, big);
+        expect((r['error'] as JsonObject)['code'], subject).toBe(NatsErrorCode.BadQuery);
+      }
+      expect(await ask(service.subjects.route, `{"tokens":[${tokens.join(',')}],"request_id":"after"}`)).toMatchObject({ request_id: 'after', worker_id: W1.toString() });
+    } finally {
+      await service.stop();
+    }
+  });
+
   it('replicas share in-flight requests: the second avoids the worker the first loaded', async () => {
     const names = kvNames('route2', 'backend');
     const workers = [{ workerId: W1, dpRank: 0 }, { workerId: W2, dpRank: 0 }];

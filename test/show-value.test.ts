@@ -5,6 +5,7 @@ import { showValue } from '../src/protocol/show-value.js';
 describe('showValue', () => {
   it('shows scalars, quotes and cuts strings, names containers', () => {
     expect(showValue(18446744073709551615n)).toBe('18446744073709551615');
+    expect(showValue(10n ** 1000n)).toBe('10000000000000000000... (1001 digits)');
     expect(showValue(-1.5)).toBe('-1.5');
     expect(showValue(true)).toBe('true');
     expect(showValue(undefined)).toBe('undefined');

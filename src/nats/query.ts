@@ -42,6 +42,7 @@ import { U64_MAX, type OverlapScores } from '../protocol/types.js';
 import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
 import { NatsError, NatsErrorCode, reason } from './errors.js';
 import { showValue } from '../protocol/show-value.js';
+import { replySafely } from './reply.js';
 
 /** A parsed findMatches request. */
 export type FindRequest =
@@ -182,7 +183,7 @@ export class KvQueryService {
         if (service !== null) service.failed++;
         logger?.debug({ subject, err: reason(err) }, 'findMatches request failed');
       }
-      if (m.reply) m.respond(encoder.encode(reply));
+      replySafely(m, reply, subject, logger);
     };
     const sub = nc.subscribe(subject, {
       ...(queue === null ? {} : { queue }),

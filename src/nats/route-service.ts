@@ -31,6 +31,7 @@ import { formatActiveSequenceEvent, parseActiveSequenceEvent } from '../router/s
 import type { RouteOverrides } from '../router/select-worker.js';
 import { NatsError, NatsErrorCode, reason } from './errors.js';
 import type { KvNames } from './names.js';
+import { replySafely } from './reply.js';
 import { parseFindRequest, parseRequestObject } from './query.js';
 
 /** The subjects of the routing service for one (namespace, component). */
@@ -142,7 +143,7 @@ export class KvRouteService {
             if (service !== null) service.#failed++;
             logger?.debug({ subject, err: reason(e) }, 'route request failed');
           }
-          if (m.reply) m.respond(encoder.encode(reply));
+          replySafely(m, reply, subject, logger);
         },
       });
     const subs = [
