@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 
 import { ErrorCode } from '../src/errors.js';
-import { computeBlockHashes, computeSequenceHashes, hashBytes, XXH3_SEED } from '../src/hash/block-hash.js';
+import { cachedLoraSeeds, computeBlockHashes, computeSequenceHashes, hashBytes, XXH3_SEED } from '../src/hash/block-hash.js';
 import { parseJsonLossless, type JsonObject } from '../src/protocol/json-value.js';
 
 // Dynamo's block identity beyond the tokens: the LoRA seed and multimodal hashes. The vectors
@@ -109,6 +109,20 @@ describe('LoRA seed', () => {
     const first = computeBlockHashes(tokens, 16, { loraName: 'adapter-0' })[0];
     for (let i = 0; i < 1100; i++) computeBlockHashes(tokens, 16, { loraName: `adapter-${i}` });
     expect(computeBlockHashes(tokens, 16, { loraName: 'adapter-0' })[0]).toBe(first);
+  });
+
+  it('keeps no long name in the seed cache, and hashes it alike on every call', () => {
+    const tokens = Array.from({ length: 16 }, (_, i) => i);
+    // A request may bring an 8 MB name: 1,024 of them once stayed in the cache (GBs).
+    const long = 'x'.repeat(100_000);
+    const seed = (XXH3_SEED + hashBytes(utf8(long), 0n)) & U64_MAX;
+    computeBlockHashes(tokens, 16, { loraName: 'short-one' });
+    const before = cachedLoraSeeds();
+    expect(computeBlockHashes(tokens, 16, { loraName: long })[0]).toBe(hashBytes(blockBytes(tokens), seed));
+    expect(computeBlockHashes(tokens, 16, { loraName: long })[0]).toBe(hashBytes(blockBytes(tokens), seed));
+    expect(cachedLoraSeeds()).toBe(before);
+    computeBlockHashes(tokens, 16, { loraName: 'another-short-one' });
+    expect(cachedLoraSeeds()).toBe(before + 1);
   });
 });
 

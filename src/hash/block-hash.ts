@@ -71,6 +71,8 @@ const NO_SEED = halves(0n);
 /** LoRA name -> seed. A miss costs ~0.2 us; a fleet serves a bounded set of adapters. */
 const loraSeeds = new Map<string, SeedHalves>();
 const LORA_SEED_CACHE_LIMIT = 1024;
+/** Longest name kept in the cache (at most ~256 KB of keys in all). */
+const LORA_CACHED_NAME_MAX = 256;
 
 const encoder = new TextEncoder();
 
@@ -84,9 +86,18 @@ function loraSeed(name: string): SeedHalves {
   const { written } = encoder.encodeInto(name, u8.subarray(HEAP, out));
   hashBytesAt(HEAP, written, NO_SEED, out);
   seed = halves((XXH3_SEED + readU64(out)) & U64_MAX);
+  // Only short names are kept: the cache holds its keys, and a request may bring an 8 MB name
+  // (1,024 such kept 8.6 GB outside the JS heap; a fuzzed server grew to 5.7 GB). LoRA names are
+  // short; a long one is hashed again each time, linear in its length as the request is.
+  if (name.length > LORA_CACHED_NAME_MAX) return seed;
   if (loraSeeds.size >= LORA_SEED_CACHE_LIMIT) loraSeeds.clear();
   loraSeeds.set(name, seed);
   return seed;
+}
+
+/** @internal LoRA seeds kept in the cache (tests). */
+export function cachedLoraSeeds(): number {
+  return loraSeeds.size;
 }
 
 function checkBlockSize(blockSize: number): void {
