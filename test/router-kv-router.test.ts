@@ -79,6 +79,11 @@ describe('KvRouter: decisions and lifecycle', () => {
     expect(code(() => router.route(tokens(1, 2), { requestId: 'x' }))).toBe(ErrorCode.DuplicateRequest);
     router.free('x');
     expect(router.route(tokens(1, 2), { requestId: 'x' }).requestId).toBe('x');
+    // Generated ids skip the ones clients sent: a request without an id was refused as a
+    // duplicate of a client's 'kvr-0'.
+    router.route(tokens(1, 2), { requestId: 'kvr-0' });
+    router.route(tokens(1, 2), { requestId: 'kvr-1' });
+    expect(router.route(tokens(1, 2)).requestId).toBe('kvr-2');
     expect(code(() => router.route(tokens(1, 2), { candidates: [] }))).toBe(ErrorCode.NoWorkers);
     expect(code(() => new KvRouter({ indexer: new RadixTree(), blockSize: BS }).route(tokens(1, 2)))).toBe(ErrorCode.NoWorkers);
     expect(code(() => router.route([1, -2, 3, 4]))).toBe(ErrorCode.InvalidField);

@@ -196,8 +196,18 @@ export class KvRouter {
     return this.#decide(local, tokenCount, options, performance.now());
   }
 
+  /**
+   * A generated request id that is not in flight: a client may have sent `kvr-0` itself, and a
+   * request that sent no id was then refused as a duplicate (found by fuzzing).
+   */
+  #freshId(): string {
+    let id = `kvr-${this.#nextId++}`;
+    while (this.#sequences.has(id)) id = `kvr-${this.#nextId++}`;
+    return id;
+  }
+
   #decide(local: BigUint64Array, tokenCount: number, options: RouteOptions, t0: number): RouteDecision {
-    const requestId = options.requestId ?? `kvr-${this.#nextId++}`;
+    const requestId = options.requestId ?? this.#freshId();
     if (typeof requestId !== 'string') throw new KvIndexError(ErrorCode.InvalidField, 'requestId: expected a string');
     if (this.#sequences.has(requestId)) throw new KvIndexError(ErrorCode.DuplicateRequest, `requestId ${JSON.stringify(requestId)} is already in flight`);
     const candidates = options.candidates ?? this.#workers;
