@@ -84,6 +84,7 @@ describe('KvRouter: decisions and lifecycle', () => {
     router.route(tokens(1, 2), { requestId: 'kvr-0' });
     router.route(tokens(1, 2), { requestId: 'kvr-1' });
     expect(router.route(tokens(1, 2)).requestId).toBe('kvr-2');
+    for (const id of ['kvr-0', 'kvr-1', 'kvr-2']) router.free(id);
     expect(code(() => router.route(tokens(1, 2), { candidates: [] }))).toBe(ErrorCode.NoWorkers);
     expect(code(() => new KvRouter({ indexer: new RadixTree(), blockSize: BS }).route(tokens(1, 2)))).toBe(ErrorCode.NoWorkers);
     expect(code(() => router.route([1, -2, 3, 4]))).toBe(ErrorCode.InvalidField);
