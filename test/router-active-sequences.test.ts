@@ -198,6 +198,19 @@ describe('ActiveSequences: replica events', () => {
     expect(b.size).toBe(2);
   });
 
+  it("a replica's largest token counts leave every load exact: after the frees, all zero", () => {
+    // With counts up to 2^53 the sums rounded: a worker's prefill load stayed at -1 after these
+    // events, and every later route failed on it.
+    const b = new ActiveSequences({ blockSize: 16 });
+    const add = (id: string, tokens: number): string =>
+      `{"request_id":"${id}","worker":{"worker_id":1,"dp_rank":0},"data":{"AddRequest":{"token_sequence":[],"prefill_load_hint":{"initial_effective_prefill_tokens":${tokens}}}}}`;
+    const free = (id: string): string => `{"request_id":"${id}","worker":{"worker_id":1,"dp_rank":0},"data":"Free"}`;
+    for (const text of [add('D', 0), add('A', 0xffff_ffff), add('B', 1), add('C', 1), free('A'), free('B'), free('C')]) {
+      expect(b.applyEvent(parseActiveSequenceEvent(text))).toBe(true);
+    }
+    expect(b.load(1n)).toMatchObject({ activePrefillTokens: 0, activeRequests: 1 });
+  });
+
   it('malformed event JSON throws EventParseError with a stable code naming the field', () => {
     const cases: [string, string, RegExp][] = [
       ['{"request_id":1,"worker":{"worker_id":1,"dp_rank":0},"data":"Free"}', ErrorCode.InvalidField, /request_id/],
@@ -207,6 +220,8 @@ describe('ActiveSequences: replica events', () => {
       ['{"request_id":"a","worker":{"worker_id":1,"dp_rank":0},"data":{"Other":{}}}', ErrorCode.UnknownVariant, /data/],
       ['{"request_id":"a","worker":{"worker_id":1,"dp_rank":0},"data":{"AddRequest":{"token_sequence":[1,-2]}}}', ErrorCode.InvalidField, /token_sequence\[1\]/],
       ['{"request_id":"a","worker":{"worker_id":1,"dp_rank":4294967296},"data":"Free"}', ErrorCode.InvalidField, /dp_rank/],
+      ['{"request_id":"a","worker":{"worker_id":1,"dp_rank":0},"data":{"AddRequest":{"prefill_load_hint":{"initial_effective_prefill_tokens":4294967296}}}}', ErrorCode.InvalidField, /initial_effective_prefill_tokens/],
+      ['{"request_id":"a","worker":{"worker_id":1,"dp_rank":0},"data":{"AddRequest":{"expected_output_tokens":9007199254740991}}}', ErrorCode.InvalidField, /expected_output_tokens/],
       ['{"request_id":"a",', ErrorCode.InvalidJson, /./],
     ];
     for (const [text, code, message] of cases) {

@@ -9,6 +9,14 @@ import { parseJsonLossless, type JsonObject, type JsonValue } from '../protocol/
 import { formatU64 } from '../protocol/u64-text.js';
 
 /** What an event does to the request. */
+/**
+ * Largest token count an event may carry (u32). Loads are sums of these in doubles: with counts
+ * up to 2^53 a sum rounded, and after the Free events a worker's prefill load stayed at -1, so
+ * every later route failed on it (a replica's hostile events, found by fuzzing). Below 2^32 the
+ * sums of up to 2^21 requests in flight are exact.
+ */
+export const MAX_TOKEN_COUNT = 0xffff_ffff;
+
 export type ActiveSequenceEventData =
   | {
     type: 'add_request';
@@ -89,12 +97,12 @@ function parseData(v: JsonValue | undefined): ActiveSequenceEventData {
   if (typeof track !== 'boolean') bad('data.AddRequest.track_prefill_tokens', 'expected a boolean');
   const out = a['expected_output_tokens'] ?? null;
   const hint = a['prefill_load_hint'] ?? null;
-  const prefillTokens = hint === null ? null : count(obj(hint, 'data.AddRequest.prefill_load_hint')['initial_effective_prefill_tokens'], 'data.AddRequest.prefill_load_hint.initial_effective_prefill_tokens', Number.MAX_SAFE_INTEGER);
+  const prefillTokens = hint === null ? null : count(obj(hint, 'data.AddRequest.prefill_load_hint')['initial_effective_prefill_tokens'], 'data.AddRequest.prefill_load_hint.initial_effective_prefill_tokens', MAX_TOKEN_COUNT);
   return {
     type: 'add_request',
     blockHashes,
     trackPrefillTokens: track as boolean,
-    expectedOutputTokens: out === null ? null : count(out, 'data.AddRequest.expected_output_tokens', Number.MAX_SAFE_INTEGER),
+    expectedOutputTokens: out === null ? null : count(out, 'data.AddRequest.expected_output_tokens', MAX_TOKEN_COUNT),
     prefillTokens,
   };
 }
