@@ -148,6 +148,19 @@ describe('ActiveSequences: expiry', () => {
     expect(seqs.free('old')).toBe(false);
   });
 
+  it("a replica's adds run the expiry check too", () => {
+    const c = clock();
+    const seqs = new ActiveSequences({ blockSize: 16, now: c.now });
+    const add = (id: string): string => `{"request_id":"${id}","worker":{"worker_id":1,"dp_rank":0},"data":{"AddRequest":{"token_sequence":[${id.length}]}}}`;
+    expect(seqs.applyEvent(parseActiveSequenceEvent(add('old')))).toBe(true);
+    // Only replica events from here on, no addRequest: 'old' once stayed in flight forever.
+    c.t = 400_000;
+    expect(seqs.applyEvent(parseActiveSequenceEvent(add('newer')))).toBe(true);
+    expect(seqs.has('old')).toBe(false);
+    expect(seqs.has('newer')).toBe(true);
+    expect(seqs.stats().expired).toBe(1);
+  });
+
   it('expire() runs the check on demand with a custom TTL', () => {
     const c = clock();
     const seqs = new ActiveSequences({ blockSize: 16, ttlMs: 1000, now: c.now });

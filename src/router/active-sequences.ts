@@ -140,10 +140,7 @@ export class ActiveSequences {
     const out = options.expectedOutputTokens ?? null;
     if (out !== null && !(Number.isSafeInteger(out) && out >= 0)) field(`expectedOutputTokens: expected an integer >= 0, got ${String(out)}`);
     const now = this.#now();
-    if (now >= this.#nextExpiryCheck) {
-      this.#nextExpiryCheck = now + this.#ttlMs / 10;
-      this.#expireAt(now);
-    }
+    this.#maybeExpire(now);
     const lora = options.loraName ?? null;
     if (!this.#add(requestId, workerId, dpRank, hashes, track ? prefillTokens ?? hashes.length * this.#blockSize : 0, now, lora)) return false;
     this.#onEvent?.({
@@ -228,7 +225,11 @@ export class ActiveSequences {
     if (d.type === 'add_request') {
       checkIds(e.requestId, e.workerId, e.dpRank);
       const prefill = d.trackPrefillTokens ? d.prefillTokens ?? d.blockHashes.length * this.#blockSize : 0;
-      return this.#add(e.requestId, e.workerId, e.dpRank, d.blockHashes, prefill, this.#now(), e.loraName);
+      const now = this.#now();
+      // A replica's adds run the check too: a router that only applies its replicas' events
+      // (no route of its own) kept their requests, and their load, forever (found by fuzzing).
+      this.#maybeExpire(now);
+      return this.#add(e.requestId, e.workerId, e.dpRank, d.blockHashes, prefill, now, e.loraName);
     }
     const r = this.#requests.get(e.requestId);
     if (r === undefined) {
@@ -286,6 +287,13 @@ export class ActiveSequences {
     // An idle slot goes: hostile or departed worker ids must not accumulate.
     if (--s.requests === 0) this.#slots.delete(r.slotKey);
     this.#requests.delete(id);
+  }
+
+  /** The expiry check, at most every TTL / 10 (Dynamo: every 30 s). */
+  #maybeExpire(now: number): void {
+    if (now < this.#nextExpiryCheck) return;
+    this.#nextExpiryCheck = now + this.#ttlMs / 10;
+    this.#expireAt(now);
   }
 
   #expireAt(now: number): number {
