@@ -322,10 +322,10 @@ function readMeta(info: ObjectInfo): SnapshotMeta {
  * Startup: with `resetStates`, purges the whole stream and deletes the bucket; otherwise loads
  * the stable snapshot into the indexer (then flushed). Logs the outcome: bytes downloaded and
  * events loaded, or a line saying no snapshot exists or that loading was skipped. A snapshot
- * that does not decode throws its `SnapshotDecodeError` (a jsonl line's `EventParseError`) with `onBadSnapshot` 'fail' (starting
- * from part of a snapshot would serve wrong scores); with 'skip' the workers it had loaded are
- * removed again, an error line says the index is partial, and the stream is consumed from its
- * start (outcome 'skipped').
+ * that does not decode throws its `SnapshotDecodeError` (a jsonl line's `EventParseError`)
+ * with `onBadSnapshot` 'fail' (starting from part of a snapshot would serve wrong scores);
+ * with 'skip' the workers it had loaded are removed again, an error line says the index is
+ * partial, and the stream is consumed from its start (outcome 'skipped').
  */
 export async function restoreSnapshot(ctx: SnapshotContext, resetStates: boolean, onBadSnapshot: 'fail' | 'skip' = 'fail'): Promise<RestoreReport> {
   const { jsm, js, names, logger } = ctx;

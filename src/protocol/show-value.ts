@@ -1,10 +1,10 @@
 /**
  * A short text of any value for an error message, that never throws: `String(value)` throws a
- * TypeError for an object without a prototype (what the lossless JSON parser makes: json-value.ts)
- * and overflows the stack on an array nested ~10,000 deep, so a hostile request could turn the
- * typed error that names its bad field into an untyped one (found by fuzzing `parseFindRequest`
- * and `parseTraceLine`). Strings are quoted and cut at 40 characters, integers of more than 40 digits
- * cut too; containers are named, not shown.
+ * TypeError for an object without a prototype (what the lossless JSON parser makes:
+ * json-value.ts) and overflows the stack on an array nested ~10,000 deep, so a hostile request
+ * could turn the typed error that names its bad field into an untyped one (found by fuzzing
+ * `parseFindRequest` and `parseTraceLine`). Strings are quoted and cut at 40 characters,
+ * integers of more than 40 digits are cut too; containers are named, not shown.
  */
 export function showValue(value: unknown): string {
   switch (typeof value) {

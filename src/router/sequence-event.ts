@@ -8,7 +8,6 @@ import { ErrorCode, EventParseError } from '../errors.js';
 import { parseJsonLossless, type JsonObject, type JsonValue } from '../protocol/json-value.js';
 import { formatU64 } from '../protocol/u64-text.js';
 
-/** What an event does to the request. */
 /**
  * Largest token count an event may carry (u32). Loads are sums of these in doubles: with counts
  * up to 2^53 a sum rounded, and after the Free events a worker's prefill load stayed at -1, so
@@ -17,6 +16,7 @@ import { formatU64 } from '../protocol/u64-text.js';
  */
 export const MAX_TOKEN_COUNT = 0xffff_ffff;
 
+/** What an event does to the request. */
 export type ActiveSequenceEventData =
   | {
     type: 'add_request';
