@@ -103,4 +103,35 @@ describe.skipIf(!installed)('KvRouteService over NATS', () => {
       await Promise.all([a.stop(), b.stop()]);
     }
   });
+
+  it('a request whose replica event exceeds max_payload is still answered, recorded once, and counted as unshared', async () => {
+    // Block size 1 and one-digit tokens: the request is 2 bytes a token, the add event ~21 (a
+    // decimal u64 per block), so a request under the server's max_payload makes an event over it.
+    const names = kvNames('routeunshared', 'backend');
+    const a = KvRouteService.start(env.nc, names, { indexer: new RadixTree(), blockSize: 1, workers: [{ workerId: W1, dpRank: 0 }], routerId: 1n });
+    const shared: string[] = [];
+    const watch = env.nc.subscribe(a.subjects.sequences, { callback: (_e, m) => shared.push(new TextDecoder().decode(m.data)) });
+    try {
+      await env.nc.flush();
+      const maxPayload = env.nc.info!.max_payload;
+      const count = Math.ceil(maxPayload / 20);
+      const body = `{"tokens":[${'7,'.repeat(count - 1)}7],"request_id":"huge"}`;
+      expect(body.length).toBeLessThan(maxPayload);
+      // Before: KVX_INTERNAL for a request left in flight, and the retry a duplicate.
+      const r = await ask(a.subjects.route, body);
+      expect(r).toMatchObject({ request_id: 'huge', worker_id: W1.toString(), required_blocks: BigInt(count) });
+      expect(a.stats()).toMatchObject({ served: 1, failed: 0, unshared: 1 });
+      expect(a.router.sequences.has('huge')).toBe(true);
+      // Its later events are small and shared: the free goes out, and so do other requests'.
+      expect(await ask(a.subjects.free, '{"request_id":"huge"}')).toEqual({ ok: true });
+      expect(await ask(a.subjects.route, `{"tokens":[${tokens.join(',')}],"request_id":"small"}`)).toMatchObject({ request_id: 'small' });
+      await until(() => shared.length === 2);
+      expect(shared.map((t) => /"request_id":"(\w+)"/.exec(t)?.[1])).toEqual(['huge', 'small']);
+      expect(shared[0]).toContain('"data":"Free"');
+      expect(a.stats().unshared).toBe(1);
+    } finally {
+      watch.unsubscribe();
+      await a.stop();
+    }
+  });
 });

@@ -25,6 +25,7 @@ import type { Msg, NatsConnection, Subscription } from 'nats';
 import type { Logger } from 'pino';
 import { KvIndexError } from '../errors.js';
 import type { JsonObject, JsonValue } from '../protocol/json-value.js';
+import { showValue } from '../protocol/show-value.js';
 import { KvRouter, type KvRouterOptions, type RouteOptions } from '../router/kv-router.js';
 import { formatRouteDecision } from '../router/decision-json.js';
 import { formatActiveSequenceEvent, parseActiveSequenceEvent } from '../router/sequence-event.js';
@@ -105,6 +106,7 @@ export class KvRouteService {
   #served = 0;
   #failed = 0;
   #replicaEvents = 0;
+  #unshared = 0;
 
   private constructor(router: KvRouter, subjects: RouteSubjects, routerId: bigint, subs: Subscription[]) {
     this.router = router;
@@ -120,12 +122,24 @@ export class KvRouteService {
     const routerId = id ?? randomBytes(8).readBigUInt64LE(0);
     const logger = log ?? null;
     const queue = q === undefined ? 'kvindex-router' : q;
+    let service: KvRouteService | null = null;
     const router = new KvRouter({
       ...routerOptions,
       routerId,
-      onSequenceEvent: (e) => nc.publish(subjects.sequences, encoder.encode(formatActiveSequenceEvent(e))),
+      onSequenceEvent: (e) => {
+        // Sharing is best effort, as core NATS delivery is (at most once): a publish that fails
+        // (an add whose block list exceeds max_payload, a closed connection) is counted and
+        // logged, and the decision still answered. It used to throw out of `route` after the
+        // request was recorded: the client got KVX_INTERNAL for a request held in flight, and
+        // its retry was refused as a duplicate (found by fuzzing).
+        try {
+          nc.publish(subjects.sequences, encoder.encode(formatActiveSequenceEvent(e)));
+        } catch (err) {
+          if (service !== null) service.#unshared++;
+          logger?.warn({ subject: subjects.sequences, requestId: showValue(e.requestId), type: e.data.type, err: reason(err) }, 'active sequence event not shared with replicas');
+        }
+      },
     });
-    let service: KvRouteService | null = null;
     const serve = (subject: string, handle: (o: JsonObject, body: Uint8Array) => string): Subscription =>
       nc.subscribe(subject, {
         ...(queue === null ? {} : { queue }),
@@ -180,9 +194,12 @@ export class KvRouteService {
     return service;
   }
 
-  /** Requests answered, failed, and replica events applied. */
-  stats(): { served: number; failed: number; replicaEvents: number } {
-    return { served: this.#served, failed: this.#failed, replicaEvents: this.#replicaEvents };
+  /**
+   * Requests answered, failed, replica events applied, and this replica's own events that could
+   * not be published (`unshared`: its replicas do not know those changes).
+   */
+  stats(): { served: number; failed: number; replicaEvents: number; unshared: number } {
+    return { served: this.#served, failed: this.#failed, replicaEvents: this.#replicaEvents, unshared: this.#unshared };
   }
 
   /** Stops taking requests and replica events. */
