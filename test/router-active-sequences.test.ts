@@ -161,6 +161,21 @@ describe('ActiveSequences: expiry', () => {
     expect(seqs.stats().expired).toBe(1);
   });
 
+  it('expireDue() runs the throttled check: at most every TTL / 10, freeing only what is past the TTL', () => {
+    const c = clock();
+    const seqs = new ActiveSequences({ blockSize: 16, ttlMs: 1000, now: c.now });
+    seqs.addRequest('a', W, H(1n));
+    c.t = 999;
+    expect(seqs.expireDue()).toBe(0); // due, but 'a' is not 1,000 ms old
+    c.t = 1050;
+    expect(seqs.expireDue()).toBe(0); // old enough, but the last check was 51 ms ago
+    expect(seqs.has('a')).toBe(true);
+    c.t = 1099;
+    expect(seqs.expireDue()).toBe(1);
+    expect(seqs.load(W)).toEqual({ activePrefillTokens: 0, activeBlocks: 0, activeRequests: 0 });
+    expect(seqs.stats().expired).toBe(1);
+  });
+
   it('expire() runs the check on demand with a custom TTL', () => {
     const c = clock();
     const seqs = new ActiveSequences({ blockSize: 16, ttlMs: 1000, now: c.now });

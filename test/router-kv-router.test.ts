@@ -64,6 +64,20 @@ describe('KvRouter: decisions and lifecycle', () => {
     expect(router.free('r1')).toBe(false);
   });
 
+  it('after a long idle the first decision prices no request past its TTL', () => {
+    const c = { t: 0 };
+    const router = new KvRouter({ indexer: new RadixTree(), blockSize: BS, workers, sequenceTtlMs: 1000, now: () => c.t, random: seededRandom(3) });
+    router.route(tokens(1, 8), { requestId: 'old', candidates: [{ workerId: A, dpRank: 0 }] });
+    expect(router.sequences.load(A).activeRequests).toBe(1);
+    c.t = 5000; // 'old' was never freed (a client gone); it is long past its TTL
+    const d = router.route(tokens(500, 8), { requestId: 'new' });
+    // Both candidates idle: equal costs. The loads were once read before the add's expiry
+    // check, so 'old' still weighed on A in this decision (found by fuzzing).
+    expect(Array.from(d.costs)).toEqual([d.costs[0], d.costs[0]]);
+    expect(router.sequences.has('old')).toBe(false);
+    expect(router.sequences.stats().expired).toBe(1);
+  });
+
   it('in-flight load spreads identical prompts over idle workers when no cache is known', () => {
     for (let seed = 0; seed < 20; seed++) {
       const router = new KvRouter({ indexer: new RadixTree(), blockSize: BS, workers, random: seededRandom(seed) });

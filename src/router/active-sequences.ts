@@ -9,7 +9,8 @@
  * Requests older than `ttlMs` (300 s, Dynamo's default) expire: a router that misses a `free`
  * (a client gone, a crash between route and free) would otherwise overcount the worker's load
  * forever. As in Dynamo the check runs during `addRequest`, at most every `ttlMs / 10`
- * (Dynamo: every 30 s), so it costs nothing per request; `expire()` runs it on demand.
+ * (Dynamo: every 30 s), so it costs nothing per request; `expireDue()` runs that throttled
+ * check for a caller about to read loads, `expire()` runs it unthrottled.
  *
  * Every change is reported to `onEvent` as an `ActiveSequenceEvent` (sequence-event.ts) for
  * router replicas; `applyEvent` applies a replica's event without reporting it again.
@@ -178,6 +179,17 @@ export class ActiveSequences {
   /** Frees every request older than the TTL now; returns how many. */
   expire(): number {
     return this.#expireAt(this.#now());
+  }
+
+  /**
+   * The throttled check `addRequest` runs (at most every TTL / 10), for a caller about to read
+   * loads: a router prices candidates before it adds, so after a long idle its first decision
+   * read the loads of requests past their TTL (found by fuzzing). Returns how many it freed.
+   */
+  expireDue(): number {
+    const before = this.#stats.expired;
+    this.#maybeExpire(this.#now());
+    return this.#stats.expired - before;
   }
 
   /** The load of (worker, rank); idle if nothing is in flight there. */

@@ -233,6 +233,7 @@ export class KvRouter {
     }
     const t2 = performance.now();
 
+    this.#sequences.expireDue(); // before the loads are read, not only at the add
     const loads: CandidateLoad[] = new Array(candidates.length);
     for (let i = 0; i < candidates.length; i++) {
       const c = candidates[i]!;
