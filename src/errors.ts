@@ -55,6 +55,11 @@ export const ErrorCode = {
   HttpBadRequest: 'KVX_HTTP_BAD_REQUEST',
   /** The NATS server refused kvindex's credentials (user/password, token, NKey or creds file). */
   NatsAuthFailed: 'KVX_NATS_AUTH_FAILED',
+  /**
+   * A gzip input file is corrupt, ends early, or goes on with bytes that are not gzip after a
+   * member; the message names the file and the last line read before it.
+   */
+  CorruptInput: 'KVX_CORRUPT_INPUT',
   /** The TLS handshake with the NATS server failed (certificate not trusted, server without TLS, ...). */
   NatsTlsFailed: 'KVX_NATS_TLS_FAILED',
 } as const;

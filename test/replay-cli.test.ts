@@ -142,6 +142,56 @@ describe('kvindex replay on bad input', () => {
   });
 });
 
+describe('kvindex replay on corrupt gzip', () => {
+  const GZ = join(FIXTURES, 'router-events-small.jsonl.gz');
+  const variant = (name: string, make: (gz: Buffer) => Buffer): string => {
+    const file = join(dir, name);
+    writeFileSync(file, make(readFileSync(GZ)));
+    return file;
+  };
+  const cases: [string, (gz: Buffer) => Buffer, RegExp][] = [
+    ['truncated.gz', (gz) => gz.subarray(0, Math.floor(gz.length * 0.6)), /gzip data ends early \(truncated file\) after line \d+ \(zlib Z_BUF_ERROR/],
+    ['trailing.gz', (gz) => Buffer.concat([gz, Buffer.from('not gzip\n')]), /bytes that are not gzip data .* after line \d+ \(zlib Z_DATA_ERROR/],
+    ['flipped.gz', (gz) => {
+      const b = Buffer.from(gz);
+      b[Math.floor(b.length / 2)]! ^= 0xff;
+      return b;
+    }, /gzip data .*after line \d+ \(zlib Z_/],
+  ];
+
+  it('replays what was read, summarises it with the typed reason, and exits 1', async () => {
+    for (const [name, make, reason] of cases) {
+      const file = variant(name, make);
+      const r = await kvindex(['replay', file, '--json']);
+      expect(r.code, name).toBe(1);
+      // One summary object on stdout, one typed line naming the file on stderr, no stack trace.
+      const summary = JSON.parse(r.stdout) as Record<string, unknown>;
+      expect(summary['inputError'], name).toMatchObject({ code: 'KVX_CORRUPT_INPUT' });
+      expect((summary['inputError'] as { message: string }).message, name).toMatch(reason);
+      expect(summary['events'] as number, name).toBeLessThanOrEqual(62);
+      expect(r.stderr.trimEnd().split('\n'), name).toHaveLength(1);
+      expect(r.stderr, name).toMatch(new RegExp(`^kvindex replay: \\[KVX_CORRUPT_INPUT\\] .*${name}: `));
+      const table = await kvindex(['replay', file]);
+      expect(table.code, name).toBe(1);
+      expect(table.stdout, name).toMatch(/^input cut short\s+\[KVX_CORRUPT_INPUT\] /m);
+    }
+  });
+
+  it('under --strict stops with the typed error and no summary', async () => {
+    const r = await kvindex(['replay', variant('strict.gz', cases[0]![1]), '--strict', '--json']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/^kvindex replay: \[KVX_CORRUPT_INPUT\] .*strict\.gz: gzip data ends early/);
+  });
+
+  it('two gzip members in a row (concatenated files) are one valid input, and trailing zero padding is ignored', async () => {
+    const gz = readFileSync(GZ);
+    const twice = await replayJson([variant('twice.gz', () => Buffer.concat([gz, gz, Buffer.alloc(512)]))]);
+    expect(twice).toMatchObject({ kind: 'events', events: 124 });
+    expect(twice).not.toHaveProperty('inputError');
+  });
+});
+
 describe('kvindex replay routing (KvRouter)', () => {
   it('reports the router settings; on the shipped slice --credit 0 (no overlap credit) hits less than the default', async () => {
     expect(traceRun['routing']).toEqual({ temperature: 0, credit: 1 });

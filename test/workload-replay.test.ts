@@ -2,7 +2,12 @@
  * Replays the shared workloads through RadixTree and checks every `match` line against its
  * `expect` oracle (Dynamo's own find_matches), then rebuilds the final tree from its dump.
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
+import { ErrorCode, KvIndexError } from '../src/errors.js';
 import { readWorkload } from '../src/trace/workload.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { sharedWorkload } from './support/shared.js';
@@ -42,4 +47,40 @@ describe.each(['conversation', 'synthetic', 'synthetic-perworker'])('workload %s
     expect(rebuilt.size).toBe(tree.size);
     for (const seq of recent) expect(rebuilt.findMatches(seq).scores).toEqual(tree.findMatches(seq).scores);
   }, 120_000);
+});
+
+describe('readWorkload input', () => {
+  const lines = [
+    '{"op":"meta","block_size":16}',
+    '{"op":"event","event":{"worker_id":7,"event":{"event_id":1,"data":{"stored":{"parent_hash":null,"blocks":[{"block_hash":11,"tokens_hash":21}]}}}}}',
+    '{"op":"match","seq":[21],"expect":{"7":1}}',
+  ];
+
+  it('tells gzip by its bytes, not its name, and a truncated gzip is KVX_CORRUPT_INPUT after the lines read', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kvindex-workload-'));
+    try {
+      const text = lines.join('\n') + '\n';
+      const named = join(dir, 'w.jsonl'); // gzip bytes under a plain name
+      writeFileSync(named, gzipSync(text));
+      const ops: string[] = [];
+      for await (const op of readWorkload(named)) ops.push(op.op);
+      expect(ops).toEqual(['meta', 'event', 'match']);
+
+      const big = Array.from({ length: 4000 }, () => text).join('');
+      const gz = gzipSync(big);
+      const cut = join(dir, 'cut.gz');
+      writeFileSync(cut, gz.subarray(0, gz.length - 20));
+      let read = 0;
+      const err = await (async () => {
+        for await (const op of readWorkload(cut)) if (op.op !== 'other') read++;
+      })().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(KvIndexError);
+      expect((err as KvIndexError).code).toBe(ErrorCode.CorruptInput);
+      expect((err as KvIndexError).message).toMatch(/cut\.gz: gzip data ends early \(truncated file\) after line \d+/);
+      expect(read).toBeGreaterThan(0);
+      expect(read).toBeLessThan(12_000);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

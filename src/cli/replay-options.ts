@@ -33,7 +33,7 @@ indexer and replay:
   --json              print one JSON object on stdout instead of the table
   -h, --help          show this help
 
-exit codes: 0 ok, 1 bad input with --strict or a failure, 2 usage error
+exit codes: 0 ok, 1 bad input with --strict, a corrupt gzip input or a failure, 2 usage error
 `;
 
 export interface ReplayCliOptions {

@@ -1,4 +1,5 @@
 /** The two outputs of `kvindex replay`: the summary table and the `--json` object. */
+import { ErrorCode } from '../errors.js';
 import { INPUT_KIND_NAMES } from '../trace/input-kind.js';
 import type { ReplaySummary } from './replay-summary.js';
 import { formatBytes, formatInt, formatMs, formatPercent, formatRows, formatSi } from './table.js';
@@ -38,6 +39,7 @@ export function replayJson(s: ReplaySummary): Record<string, unknown> {
     badLines: s.badLines,
     badLineNumbers: s.badLineNumbers,
   };
+  if (s.inputError !== null) out['inputError'] = { code: ErrorCode.CorruptInput, message: s.inputError };
   if (s.mismatches !== null) out['mismatches'] = s.mismatches;
   if (s.routing !== null) out['routing'] = s.routing;
   if (s.sim !== null) {
@@ -95,6 +97,7 @@ export function replayTable(s: ReplaySummary): string {
     bad += ` (lines ${s.badLineNumbers.join(', ')}${more}; first: ${s.badLineReasons[0] ?? ''})`;
   }
   rows.push(['bad lines', bad]);
+  if (s.inputError !== null) rows.push(['input cut short', `[${ErrorCode.CorruptInput}] ${s.inputError}`]);
   rows.push(['wall time', formatMs(s.wallMs)]);
   return formatRows(rows);
 }

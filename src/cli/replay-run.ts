@@ -19,6 +19,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { ErrorCode, KvIndexError } from '../errors.js';
 import { parseJsonLossless, type JsonValue } from '../protocol/json-value.js';
 import type { RouterEvent } from '../protocol/types.js';
 import { ShardedIndexer } from '../indexer/sharded-indexer.js';
@@ -130,16 +131,25 @@ class ReplayRun {
 
   async run(): Promise<ReplaySummary> {
     const started = performance.now();
-    for await (const { text, line } of this.source.lines(this.options.limit)) {
-      this.lines = line;
-      if (text.length === 0 || text.trim().length === 0) continue;
-      if (this.kind === null) await this.first(text, line);
-      else await this.handle(this.kind, text, line, null);
-      const now = performance.now();
-      if (this.options.onProgress !== undefined && now - this.lastProgress >= 100) {
-        this.lastProgress = now;
-        this.options.onProgress(this.progress());
+    let inputError: string | null = null;
+    try {
+      for await (const { text, line } of this.source.lines(this.options.limit)) {
+        this.lines = line;
+        if (text.length === 0 || text.trim().length === 0) continue;
+        if (this.kind === null) await this.first(text, line);
+        else await this.handle(this.kind, text, line, null);
+        const now = performance.now();
+        if (this.options.onProgress !== undefined && now - this.lastProgress >= 100) {
+          this.lastProgress = now;
+          this.options.onProgress(this.progress());
+        }
       }
+    } catch (err) {
+      // A corrupt gzip stream ends the input, not the run: what was read is replayed and
+      // summarised, and the summary says where the input broke (the command then exits 1).
+      // With --strict it stops the run, as a bad line does.
+      if (this.options.strict || !(err instanceof KvIndexError && err.code === ErrorCode.CorruptInput)) throw err;
+      inputError = err.message;
     }
     this.settlePending();
     await this.flush();
@@ -197,6 +207,7 @@ class ReplayRun {
       badLines: this.bad.count,
       badLineNumbers: [...this.bad.lines],
       badLineReasons: [...this.bad.reasons],
+      inputError,
     };
   }
 

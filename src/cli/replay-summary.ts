@@ -62,6 +62,11 @@ export interface ReplaySummary {
   /** First bad line numbers (1-based) and their reasons. */
   badLineNumbers: number[];
   badLineReasons: string[];
+  /**
+   * Why the input ended before its end (`KVX_CORRUPT_INPUT`: a corrupt or truncated gzip),
+   * null when it was read to the end (or to `--limit`).
+   */
+  inputError: string | null;
 }
 
 /** Counters passed to a progress display. */

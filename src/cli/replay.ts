@@ -4,7 +4,7 @@
  * JSON object and nothing else on stdout). A progress bar goes to stderr when it is a TTY.
  */
 import { closeSync, createWriteStream, openSync, statSync, writeSync, type WriteStream } from 'node:fs';
-import { KvIndexError } from '../errors.js';
+import { ErrorCode, KvIndexError } from '../errors.js';
 import { formatRecorderLine } from '../protocol/json-format.js';
 import { createProgressBar } from './progress.js';
 import { parseReplayArgs, REPLAY_USAGE, UsageError, type ReplayCliOptions } from './replay-options.js';
@@ -104,6 +104,8 @@ export async function main(args: string[]): Promise<number> {
 
   if (options.json) process.stdout.write(JSON.stringify(replayJson(summary)) + '\n');
   else process.stdout.write(replayTable(summary));
+  // Told after the summary of what was read: exit 1, the input was not read to its end.
+  if (summary.inputError !== null) return fail(`[${ErrorCode.CorruptInput}] ${summary.inputError}`, 1);
   if (summary.kind === null) return fail(`${options.file} holds no valid line`, 1);
   if (options.strict && (summary.mismatches ?? 0) > 0) {
     return fail(`${summary.mismatches} lookups differ from the ground truth`, 1);

@@ -7,6 +7,7 @@ import { createReadStream } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { createGunzip } from 'node:zlib';
+import { ErrorCode, KvIndexError } from '../errors.js';
 
 export interface LineSource {
   /** Path as given. */
@@ -21,7 +22,10 @@ export interface LineSource {
    * file (exact for ASCII), by the compressed bytes read for gzip.
    */
   readonly fraction: number;
-  /** The lines, without their terminators; `limit` stops after that many lines. */
+  /**
+   * The lines, without their terminators; `limit` stops after that many lines. A gzip stream
+   * that turns out corrupt rejects with `KvIndexError` `KVX_CORRUPT_INPUT` (corruptInput()).
+   */
   lines(limit?: number): AsyncGenerator<{ text: string; line: number }>;
 }
 
@@ -72,6 +76,8 @@ export async function openLineSource(path: string): Promise<LineSource> {
           consumed += text.length + 1;
           yield { text, line };
         }
+      } catch (err) {
+        throw gzip && isZlibError(err) ? corruptInput(path, Math.min(line, limit), err) : err;
       } finally {
         reader.close();
         raw.destroy();
@@ -79,4 +85,30 @@ export async function openLineSource(path: string): Promise<LineSource> {
       }
     },
   };
+}
+
+/** zlib's stream errors carry codes `Z_DATA_ERROR`, `Z_BUF_ERROR`, ...; I/O errors do not. */
+function isZlibError(err: unknown): err is Error & { code: string } {
+  const code = err instanceof Error ? (err as { code?: unknown }).code : undefined;
+  return typeof code === 'string' && code.startsWith('Z_');
+}
+
+/**
+ * The typed error for a gzip stream that failed after `line` lines were handed out. zlib says
+ * only "unexpected end of file" or "incorrect header check"; this names the file, the line and
+ * what those mean. Lines decoded in the same zlib call as the failure are never handed out (its
+ * output is dropped with the error: up to one 16 KiB output chunk, 33 lines of the shipped trace
+ * slice with garbage appended), so the last lines before it may be missing too: that is why the
+ * message says "after line N", not "at". Bytes after a complete member that are not
+ * another member (trailing garbage) are refused too: Node's zlib reads them as the next member
+ * (GNU gzip warns and ignores them), and nothing tells them from a member corrupted at its
+ * first byte.
+ */
+export function corruptInput(path: string, line: number, err: Error & { code: string }): KvIndexError {
+  const what = err.code === 'Z_BUF_ERROR'
+    ? 'gzip data ends early (truncated file)'
+    : err.message === 'incorrect header check'
+      ? 'bytes that are not gzip data (a corrupt member header, or garbage after the last member)'
+      : 'corrupt gzip data';
+  return new KvIndexError(ErrorCode.CorruptInput, `${path}: ${what} after line ${line} (zlib ${err.code}: ${err.message})`);
 }

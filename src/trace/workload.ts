@@ -4,13 +4,11 @@
  * `{"op":"event","event":<RouterEvent>}`. Unknown ops are returned as `other` so callers can
  * ignore them, as the format asks.
  */
-import { createReadStream } from 'node:fs';
-import { createInterface } from 'node:readline';
-import { createGunzip } from 'node:zlib';
 import { ErrorCode, EventParseError } from '../errors.js';
 import { parseRouterEvent } from '../protocol/json-parse.js';
 import { parseJsonLossless, parseU64Array, type JsonObject } from '../protocol/json-value.js';
 import type { RouterEvent } from '../protocol/types.js';
+import { openLineSource } from './line-source.js';
 
 export type WorkloadOp =
   | { op: 'meta'; meta: JsonObject }
@@ -55,21 +53,14 @@ export function parseWorkloadLine(text: string, lineNo: number): WorkloadOp {
   return { op: 'other' };
 }
 
-/** Streams a workload file (gzip when the name ends in .gz); `limit` caps the lines read. */
+/**
+ * Streams a workload file, plain or gzip (told by its magic bytes, line-source.ts); `limit` caps
+ * the lines read. A bad line throws `EventParseError`, a corrupt gzip `KVX_CORRUPT_INPUT`.
+ */
 export async function* readWorkload(path: string, limit = Infinity): AsyncGenerator<WorkloadOp> {
-  const raw = createReadStream(path);
-  const input = path.endsWith('.gz') ? raw.pipe(createGunzip()) : raw;
-  const lines = createInterface({ input, crlfDelay: Infinity });
-  let n = 0;
-  try {
-    for await (const line of lines) {
-      n++;
-      if (n > limit) break;
-      if (line.length === 0) continue;
-      yield parseWorkloadLine(line, n);
-    }
-  } finally {
-    lines.close();
-    raw.destroy();
+  const source = await openLineSource(path);
+  for await (const { text, line } of source.lines(limit)) {
+    if (text.length === 0) continue;
+    yield parseWorkloadLine(text, line);
   }
 }
