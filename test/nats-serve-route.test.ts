@@ -13,6 +13,7 @@ import { KvEventPublisher } from '../src/nats/publisher.js';
 import { routeSubjects } from '../src/nats/route-service.js';
 import { parseJsonLossless, type JsonObject } from '../src/protocol/json-value.js';
 import { NATS_SKIP_MESSAGE, natsServerInstalled, useNatsServer } from './support/nats-server.js';
+import { parsePrometheusText, value } from './support/prometheus-text.js';
 
 const installed = natsServerInstalled();
 if (!installed) console.warn(NATS_SKIP_MESSAGE);
@@ -25,7 +26,7 @@ describe.skipIf(!installed || !existsSync(MAIN))('kvindex serve --route-workers'
 
   it('routes to the worker holding the published prefix, frees the request, exits 0', async () => {
     const proc = spawn(process.execPath, [MAIN, 'serve', '--nats', env.server.url, '--namespace', 'routecli', '--block-size', '4',
-      '--route-workers', `${W1},${W2}`], { stdio: ['ignore', 'ignore', 'pipe'] });
+      '--route-workers', `${W1},${W2}`, '--metrics', '127.0.0.1:0'], { stdio: ['ignore', 'ignore', 'pipe'] });
     const exited = new Promise<number | null>((res) => proc.once('exit', (code) => res(code)));
     try {
       const ready = await new Promise<JsonObject>((resolve, reject) => {
@@ -56,6 +57,17 @@ describe.skipIf(!installed || !existsSync(MAIN))('kvindex serve --route-workers'
       }
       expect(r).toMatchObject({ worker_id: W2.toString(), overlap_blocks: 3n, required_blocks: 3n });
       expect(await ask(subjects.free, '{"request_id":"nope"}')).toEqual({ ok: false });
+      const rounds = Number(/^r(\d+)$/.exec(String(r['request_id']))![1]) + 1;
+      expect(await ask(subjects.route, '{"tokens":[1,2,3,4],"request_id":"last"}')).toMatchObject({ request_id: 'last' });
+      const all = parsePrometheusText(await (await fetch(`${String(ready['metricsUrl'])}/metrics`)).text());
+      // Every route had its free; the "nope" free is unknown; the last route is still in flight.
+      expect(value(all, 'kvindex_route_sequences_total', { event: 'added' })).toBe(rounds + 1);
+      expect(value(all, 'kvindex_route_sequences_total', { event: 'freed' })).toBe(rounds);
+      expect(value(all, 'kvindex_route_sequences_total', { event: 'unknown' })).toBe(1);
+      expect(value(all, 'kvindex_route_sequences_total', { event: 'expired' })).toBe(0);
+      expect(value(all, 'kvindex_route_active_requests', {})).toBe(1);
+      expect(value(all, 'kvindex_route_requests_total', { outcome: 'served' })).toBe(2 * rounds + 2);
+      expect(value(all, 'kvindex_route_unshared_events_total', {})).toBe(0);
       proc.kill('SIGTERM');
       expect(await exited).toBe(0);
     } finally {

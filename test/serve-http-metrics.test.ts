@@ -60,6 +60,19 @@ describe.skipIf(!(await zmqAvailable()))('standalone indexer metrics', () => {
     // Only answered lookups are timed (the 404 is not).
     expect(value(all, 'kvindex_http_query_ms_count', { route: '/query' })).toBe(3);
     expect(text).not.toContain('nope');
+    // No route asked yet: no routing series.
+    expect(all.filter((x) => x.name.startsWith('kvindex_route_'))).toEqual([]);
+    expect((await post('/route', '{"token_ids":[5,6,7,8],"model_name":"m","request_id":"a"}')).status).toBe(200);
+    expect((await post('/route', '{"token_ids":[5,6,7,8],"model_name":"m","request_id":"b"}')).status).toBe(200);
+    expect((await post('/free', '{"request_id":"a","model_name":"m"}')).status).toBe(200);
+    expect((await post('/free', '{"request_id":"zz","model_name":"m"}')).status).toBe(200);
+    const routed = parsePrometheusText(await (await fetch(`${ops.url}/metrics`)).text());
+    const ix = { model: 'm', tenant: 'default' };
+    expect(value(routed, 'kvindex_route_active_requests', ix)).toBe(1);
+    expect(value(routed, 'kvindex_route_sequences_total', { ...ix, event: 'added' })).toBe(2);
+    expect(value(routed, 'kvindex_route_sequences_total', { ...ix, event: 'freed' })).toBe(1);
+    expect(value(routed, 'kvindex_route_sequences_total', { ...ix, event: 'unknown' })).toBe(1);
+    expect(value(routed, 'kvindex_route_sequences_total', { ...ix, event: 'expired' })).toBe(0);
 
     const ready = await fetch(`${ops.url}/ready`);
     expect(ready.status).toBe(200);

@@ -313,16 +313,16 @@ export async function main(args: string[]): Promise<number> {
     setTimeout(() => process.exit(1), 200).unref();
     return 1;
   }
-  const metrics = new ServeMetrics({ subscriber: sub, indexer, namespace: a.namespace, component: a.component, maxWorkerSeries: a.metricsMaxWorkers });
-  const query = KvQueryService.start(sub.connection, indexer, sub.names.querySubject, {
-    appliedSeq: () => sub.lastAppliedSeq,
-    onLookup: (ms) => metrics.observeLookup(ms),
-    logger,
-  });
   const routes = a.routeWorkers === null ? null : KvRouteService.start(sub.connection, sub.names, {
     indexer,
     blockSize: a.blockSize,
     workers: a.routeWorkers.map((workerId) => ({ workerId, dpRank: 0 })),
+    logger,
+  });
+  const metrics = new ServeMetrics({ subscriber: sub, indexer, namespace: a.namespace, component: a.component, maxWorkerSeries: a.metricsMaxWorkers, routes });
+  const query = KvQueryService.start(sub.connection, indexer, sub.names.querySubject, {
+    appliedSeq: () => sub.lastAppliedSeq,
+    onLookup: (ms) => metrics.observeLookup(ms),
     logger,
   });
   const admin = startAdminService(sub.connection, sub.names.adminRemoveWorkerSubject, (id) => sub.removeWorker(id), logger);

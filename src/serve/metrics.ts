@@ -24,12 +24,17 @@
  *   `kvindex_workers_removed_total`; per worker (at most `maxWorkerSeries`, the most recently
  *   active; 0 turns them off) `kvindex_worker_last_event_age_seconds{worker_id}` and
  *   `kvindex_worker_last_event_id{worker_id}` (a float64 sample: exact below 2^53).
+ * - routing (`--route-workers`): route-metrics.ts's series, `kvindex_route_requests_total{outcome}`
+ *   (served, failed), `kvindex_route_replica_events_total` (other replicas' events applied),
+ *   `kvindex_route_unshared_events_total` (own events not published: route-service.ts).
  * - process: prom-client's default metrics (`process_resident_memory_bytes`, heap, event loop lag).
  */
 
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, exponentialBuckets } from 'prom-client';
 import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
+import type { KvRouteService } from '../nats/route-service.js';
 import type { KvEventSubscriber } from '../nats/subscriber.js';
+import { registerRouteMetrics } from './route-metrics.js';
 
 export interface ServeMetricsOptions {
   subscriber: KvEventSubscriber;
@@ -40,6 +45,8 @@ export interface ServeMetricsOptions {
   maxWorkerSeries?: number;
   /** Default metrics of the process (memory, event loop). Default true. */
   processMetrics?: boolean;
+  /** The routing service (`--route-workers`), whose metrics are added (route-metrics.ts). */
+  routes?: KvRouteService | null;
 }
 
 /** Metrics and their registry; `observeLookup(ms)` is the query service's hook. */
@@ -224,6 +231,25 @@ export class ServeMetrics {
     counter('kvindex_worker_event_id_gaps_total', "Jumps in a worker's event ids (events this router never saw)", () => sub.stats().workerEventIdGaps);
     counter('kvindex_worker_missing_events_total', 'Events skipped by those jumps', () => sub.stats().workerMissingEvents);
     counter('kvindex_workers_removed_total', 'Workers removed from the index (idle or by request)', () => sub.stats().workersRemoved);
+
+    const routes = o.routes ?? null;
+    if (routes !== null) {
+      registerRouteMetrics(reg, [], () => [{ labels: {}, router: routes.router }]);
+      new Counter({
+        name: 'kvindex_route_requests_total',
+        help: 'Requests to the route, mark_prefill and free subjects, by outcome (failed: answered with an error)',
+        labelNames: ['outcome'] as const,
+        registers: [reg],
+        collect() {
+          const s = routes.stats();
+          this.reset();
+          this.inc({ outcome: 'served' }, s.served);
+          this.inc({ outcome: 'failed' }, s.failed);
+        },
+      });
+      counter('kvindex_route_replica_events_total', "Other replicas' in-flight request events applied", () => routes.stats().replicaEvents);
+      counter('kvindex_route_unshared_events_total', "This replica's events that could not be published (its replicas miss them)", () => routes.stats().unshared);
+    }
 
     if (maxWorkers > 0) {
       const recent = (): ReturnType<KvEventSubscriber['workers']['recent']> => sub.workers.recent(maxWorkers);

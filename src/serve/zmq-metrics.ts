@@ -13,7 +13,8 @@
  * - `kvindex_zmq_gaps_total{outcome}`: detected, replayed, unreplayable;
  *   `kvindex_zmq_replayed_batches_total`, `kvindex_zmq_engine_restarts_total`;
  * - `kvindex_zmq_listener_up`: 1 while its receive loop runs, 0 once it failed.
- * Per index (`model`, `tenant`): `kvindex_index_workers` (registered (instance, rank)s).
+ * Per index (`model`, `tenant`): `kvindex_index_workers` (registered (instance, rank)s), and
+ * once `/route` was asked for it, route-metrics.ts's series (requests in flight, expired, ...).
  * Lookups: `kvindex_http_query_ms{route}` (/query, /query_by_hash), Dynamo's lookup buckets
  * (0.01 ms x 3^k, 17 buckets). Process: prom-client's default metrics.
  *
@@ -24,6 +25,7 @@
 
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, exponentialBuckets } from 'prom-client';
 import type { EngineRegistry, ListenerEntry } from '../http/engine-registry.js';
+import { registerRouteMetrics, type RouterSeries } from './route-metrics.js';
 import { SourceState } from '../zmq/source.js';
 import type { ZmqSourceStats } from '../zmq/source-stats.js';
 
@@ -96,6 +98,9 @@ export class ZmqServeMetrics {
         this.reset();
         for (const ix of engines.indexes()) this.set({ model: ix.modelName, tenant: ix.tenantId }, engines.candidates(ix.modelName, ix.tenantId).length);
       },
+    });
+    registerRouteMetrics(reg, ['model', 'tenant'], function* (): Iterable<RouterSeries> {
+      for (const ix of engines.indexes()) if (ix.router !== null) yield { labels: { model: ix.modelName, tenant: ix.tenantId }, router: ix.router };
     });
     this.queries = new Histogram({
       name: 'kvindex_http_query_ms',
