@@ -199,30 +199,26 @@ export class ServeMetrics {
     snapshotGauge('kvindex_snapshot_events', 'Events in the last snapshot', (l) => l.events);
     counter('kvindex_snapshots_total', 'Snapshots taken by this router', () => sub.stats().snapshots);
 
-    new Counter({
-      name: 'kvindex_messages_total',
-      help: 'Stream messages received, by outcome',
-      labelNames: ['outcome'] as const,
-      registers: [reg],
-      collect() {
-        const s = sub.stats();
-        this.reset();
-        this.inc({ outcome: 'applied' }, s.applied);
-        this.inc({ outcome: 'malformed' }, s.malformed);
-        this.inc({ outcome: 'duplicate' }, s.duplicates);
-      },
+    /** A counter labelled `outcome`, set from `read()`'s (outcome, count) pairs at scrape time. */
+    const byOutcome = (name: string, help: string, read: () => Array<[string, number]>): void => {
+      new Counter({
+        name,
+        help,
+        labelNames: ['outcome'] as const,
+        registers: [reg],
+        collect() {
+          this.reset();
+          for (const [outcome, n] of read()) this.inc({ outcome }, n);
+        },
+      });
+    };
+    byOutcome('kvindex_messages_total', 'Stream messages received, by outcome', () => {
+      const s = sub.stats();
+      return [['applied', s.applied], ['malformed', s.malformed], ['duplicate', s.duplicates]];
     });
-    new Counter({
-      name: 'kvindex_lookups_past_writer_total',
-      help: "Shard lookups that found the shard's writer descheduled inside a write section: answered by reading past it, or waited for the lock",
-      labelNames: ['outcome'] as const,
-      registers: [reg],
-      collect() {
-        const p = ix.readsPastWriter;
-        this.reset();
-        this.inc({ outcome: 'answered' }, p.answered);
-        this.inc({ outcome: 'waited' }, p.waited);
-      },
+    byOutcome('kvindex_lookups_past_writer_total', "Shard lookups that found the shard's writer descheduled inside a write section: answered by reading past it, or waited for the lock", () => {
+      const p = ix.readsPastWriter;
+      return [['answered', p.answered], ['waited', p.waited]];
     });
     counter('kvindex_keep_warm_primes_total', 'Keep-warm lookups made while no request came (--keep-warm-ms, default 1 ms)', () => ix.keepWarmPrimes);
     counter('kvindex_missed_stream_seqs_total', 'Stream sequences gone before this router read them (purged, expired, deleted)', () => sub.stats().missedSeqs);
@@ -235,17 +231,9 @@ export class ServeMetrics {
     const routes = o.routes ?? null;
     if (routes !== null) {
       registerRouteMetrics(reg, [], () => [{ labels: {}, router: routes.router }]);
-      new Counter({
-        name: 'kvindex_route_requests_total',
-        help: 'Requests to the route, mark_prefill and free subjects, by outcome (failed: answered with an error)',
-        labelNames: ['outcome'] as const,
-        registers: [reg],
-        collect() {
-          const s = routes.stats();
-          this.reset();
-          this.inc({ outcome: 'served' }, s.served);
-          this.inc({ outcome: 'failed' }, s.failed);
-        },
+      byOutcome('kvindex_route_requests_total', 'Requests to the route, mark_prefill and free subjects, by outcome (failed: answered with an error)', () => {
+        const s = routes.stats();
+        return [['served', s.served], ['failed', s.failed]];
       });
       counter('kvindex_route_replica_events_total', "Other replicas' in-flight request events applied", () => routes.stats().replicaEvents);
       counter('kvindex_route_unshared_events_total', "This replica's events that could not be published (its replicas miss them)", () => routes.stats().unshared);
