@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { nkeys, type NatsConnection } from 'nats';
 import type { Logger } from 'pino';
-import { connectNats } from '../src/nats/connect.js';
+import { connectNats, resolveServers } from '../src/nats/connect.js';
 import { redactUrl, resolveAuth, scrub } from '../src/nats/auth.js';
 import { NatsErrorCode } from '../src/nats/errors.js';
 import { KvEventPublisher } from '../src/nats/publisher.js';
@@ -20,7 +20,7 @@ import { KvEventSubscriber } from '../src/nats/subscriber.js';
 import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import type { RouterEvent } from '../src/protocol/types.js';
 import { captureLog } from './support/log-capture.js';
-import { NATS_SKIP_MESSAGE, NatsServer, natsServerInstalled } from './support/nats-server.js';
+import { freePort, NATS_SKIP_MESSAGE, NatsServer, natsServerInstalled } from './support/nats-server.js';
 import { makeTestCerts, opensslInstalled, type TestCerts } from './support/tls-certs.js';
 import { operatorSetup } from './support/nats-jwt.js';
 
@@ -79,6 +79,37 @@ describe('credential redaction (no server)', () => {
     expect(t.connect.token).toBe(TOKEN);
     expect(t.method).toBe('token');
     expect(scrub(`x ${TOKEN} y ${encodeURIComponent('p@ss')}`, [TOKEN, 'p@ss'])).toBe('x *** y ***');
+  });
+
+  it('a raw password or token holding "/" is user info too, and never shown', async () => {
+    expect(redactUrl('nats://alice:Sec/ret99@127.0.0.1:1')).toBe('nats://***@127.0.0.1:1');
+    expect(redactUrl('tok/en99@127.0.0.1:1')).toBe('***@127.0.0.1:1');
+    const a = resolveAuth(['nats://alice:Sec/ret99@127.0.0.1:1'], {}, {});
+    expect(a.servers).toEqual(['nats://127.0.0.1:1']);
+    expect([a.connect.user, a.connect.pass]).toEqual(['alice', 'Sec/ret99']);
+    expect(resolveAuth(['nats://tok/en99@127.0.0.1:1'], {}, {}).connect.token).toBe('tok/en99');
+    // End to end against a closed loopback port: the failure names the URL without the secret.
+    const port = await freePort();
+    const { code, message } = await codeOf(connectNats({ servers: `nats://alice:Sec/ret99@127.0.0.1:${port}`, connectTimeoutMs: 300 }));
+    expect(code).toBe(NatsErrorCode.Unreachable);
+    expect(message).toContain(`nats://127.0.0.1:${port}`);
+    expect(message).not.toMatch(/Sec|ret99|alice/);
+  });
+
+  it('a comma that may sit inside user info is refused, without the URL in the error', () => {
+    for (const list of ['nats://alice:Sec,ret99@127.0.0.1:1', 'alice:Sec,ret99@127.0.0.1:1', 'nats://tok,en@127.0.0.1:1']) {
+      expect(() => resolveServers(list), list).toThrow(expect.objectContaining({ code: 'KVX_INVALID_OPTION' }));
+      try {
+        resolveServers(list);
+      } catch (err) {
+        expect((err as Error).message).not.toMatch(/Sec|ret99|alice|tok,|en@/);
+      }
+    }
+    // Lists of URLs stay lists, with or without credentials on each.
+    expect(resolveServers('nats://a:1, nats://u:p@b:2')).toEqual(['nats://a:1', 'nats://u:p@b:2']);
+    expect(resolveServers('a:1,b:2')).toEqual(['a:1', 'b:2']);
+    expect(resolveServers('u:p@a:1,u:p@b:2')).toEqual(['u:p@a:1', 'u:p@b:2']);
+    expect(resolveServers(`nats://alice:Sec${encodeURIComponent(',')}ret99@127.0.0.1:1`)).toHaveLength(1);
   });
 
   it('takes credentials from the environment when neither options nor the URL give them', () => {

@@ -54,7 +54,13 @@ export interface ResolvedAuth {
   tls: boolean;
 }
 
-const USERINFO = /^([A-Za-z][A-Za-z0-9+.-]*:\/\/)?([^@/]*)@/;
+/**
+ * The user info of a URL: everything up to its last `@`. Not RFC 3986's rule (user info ends
+ * at the first `/`), because operators paste raw passwords and tokens, and base64 ones hold
+ * `/`: with the RFC's rule `nats://alice:Sec/ret@host` kept its password in every log line
+ * (found by fuzzing). A NATS URL has no path, so an `@` is never anything else's.
+ */
+const USERINFO = /^([A-Za-z][A-Za-z0-9+.-]*:\/\/)?([\s\S]*)@/;
 
 /** The URL with any user info replaced by `***` (safe to log). */
 export function redactUrl(url: string): string {

@@ -42,11 +42,22 @@ export interface NatsConnectOptions {
   logger?: Logger;
 }
 
-/** The URLs a connection would use: the option, else `NATS_SERVER` (comma-separated), else the default. */
+/**
+ * The URLs a connection would use: the option, else `NATS_SERVER` (comma-separated), else the
+ * default. A list whose comma could sit inside user info (`nats://u:pa,ss@host` splits into
+ * `nats://u:pa` and `ss@host`) is refused with `KVX_INVALID_OPTION`, without the URL in the
+ * message: split there, the first half kept part of the password in every log line (found by
+ * fuzzing). Write such a comma as `%2C`, or pass the credentials as options.
+ */
 export function resolveServers(servers?: string | string[]): string[] {
   const list = servers ?? process.env['NATS_SERVER'] ?? DEFAULT_NATS_URL;
   const urls = (Array.isArray(list) ? list : list.split(',')).map((s) => s.trim()).filter((s) => s !== '');
   if (urls.length === 0) throw new KvIndexError(ErrorCode.InvalidOption, 'servers: expected a NATS URL, got none');
+  for (let i = 1; i < urls.length; i++) {
+    if (urls[i]!.includes('@') && !urls[i]!.includes('://') && !urls[i - 1]!.includes('@')) {
+      throw new KvIndexError(ErrorCode.InvalidOption, `servers: URL ${i + 1} of the list holds user info but no scheme, after a URL without user info: a comma inside a password or token? Write it as %2C, or pass the credentials as options`);
+    }
+  }
   return urls;
 }
 
