@@ -232,6 +232,31 @@ describe('kvindex replay usage', () => {
     expect(r.stderr).toMatch(/cannot read .*nope\.jsonl.*no such file/);
   });
 
+  it('refuses an output that is the input file, leaving the input untouched', async () => {
+    const input = join(dir, 'self.jsonl');
+    const text = readFileSync(TRACE, 'utf8');
+    writeFileSync(input, text);
+    for (const flag of ['--record', '--report']) {
+      const r = await kvindex(['replay', input, flag, join(dir, '.', 'self.jsonl')]);
+      expect(r.code, flag).toBe(2);
+      expect(r.stderr, flag).toMatch(new RegExp(`${flag} '.*self\\.jsonl' is the input file`));
+      expect(readFileSync(input, 'utf8'), flag).toBe(text);
+    }
+    const both = await kvindex(['replay', input, '--record', join(dir, 'out.x'), '--report', join(dir, 'out.x')]);
+    expect(both.code).toBe(2);
+    expect(both.stderr).toMatch(/--record and --report name the same file/);
+  });
+
+  it.skipIf(!existsSync('/dev/full'))('a --record that cannot be written fails with exit 1 after the summary', async () => {
+    const r = await kvindex(['replay', TRACE, ...SIM, '--record', '/dev/full', '--json']);
+    expect(r.code).toBe(1);
+    expect(JSON.parse(r.stdout)).toMatchObject({ kind: 'trace', requests: 50 });
+    expect(r.stderr).toBe("kvindex replay: cannot write '/dev/full': ENOSPC (the record is incomplete)\n");
+    const h = await kvindex(['replay', TRACE, ...SIM, '--report', '/dev/full', '--json']);
+    expect(h.code).toBe(1);
+    expect(h.stderr).toBe("kvindex replay: cannot write '/dev/full': ENOSPC\n");
+  });
+
   it('exits 2 on a bad option value', async () => {
     const r = await kvindex(['replay', TRACE, '--workers', '0']);
     expect(r.code).toBe(2);

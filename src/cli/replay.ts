@@ -40,13 +40,28 @@ export async function main(args: string[]): Promise<number> {
     const e = err as NodeJS.ErrnoException;
     return fail(`cannot read '${options.file}': ${e.code === 'ENOENT' ? 'no such file' : e.message}`, 2);
   }
+  // An output that is the input (or the other output) would be truncated by opening it before
+  // the input is read: `--record in.jsonl` emptied in.jsonl (found by fuzzing).
+  const outputs: Array<[string, string | null]> = [['--record', options.record], ['--report', options.report]];
+  for (const [flag, path] of outputs) {
+    if (path === null) continue;
+    if (sameFile(path, options.file)) return fail(`${flag} '${path}' is the input file: it would be overwritten before it is read`, 2);
+  }
+  if (options.record !== null && options.report !== null && (options.record === options.report || sameFile(options.record, options.report))) {
+    return fail(`--record and --report name the same file '${options.record}'`, 2);
+  }
   let recorder: WriteStream | null = null;
+  let recordError: NodeJS.ErrnoException | null = null;
   if (options.record !== null) {
     try {
       recorder = createWriteStream('', { fd: openSync(options.record, 'w') });
     } catch (err) {
       return fail(`cannot write '${options.record}': ${(err as Error).message}`, 2);
     }
+    // A failed write (ENOSPC, EIO) must not pass in silence: the record would be incomplete.
+    recorder.on('error', (err) => {
+      recordError ??= err;
+    });
   }
 
   // The report file is opened (created) before the run, so a bad path fails fast, like --record.
@@ -92,11 +107,16 @@ export async function main(args: string[]): Promise<number> {
     return fail(`${code}${(err as Error).message ?? String(err)}`, 1);
   } finally {
     bar.done();
-    if (recorder !== null) await closeStream(recorder);
+    if (recorder !== null) await closeStream(recorder).catch((err: NodeJS.ErrnoException) => {
+      recordError ??= err;
+    });
   }
   if (reportFd !== null && timeline !== null) {
     try {
       writeSync(reportFd, renderReplayHtml(summary, timeline.buckets(), new Date()));
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException;
+      return fail(`cannot write '${options.report ?? ''}': ${e.code ?? e.message}`, 1);
     } finally {
       closeSync(reportFd);
     }
@@ -104,6 +124,10 @@ export async function main(args: string[]): Promise<number> {
 
   if (options.json) process.stdout.write(JSON.stringify(replayJson(summary)) + '\n');
   else process.stdout.write(replayTable(summary));
+  const failedRecord = recordError as NodeJS.ErrnoException | null;
+  if (failedRecord !== null) {
+    return fail(`cannot write '${options.record ?? ''}': ${failedRecord.code ?? failedRecord.message} (the record is incomplete)`, 1);
+  }
   // Told after the summary of what was read: exit 1, the input was not read to its end.
   if (summary.inputError !== null) return fail(`[${ErrorCode.CorruptInput}] ${summary.inputError}`, 1);
   if (summary.kind === null) return fail(`${options.file} holds no valid line`, 1);
@@ -113,9 +137,31 @@ export async function main(args: string[]): Promise<number> {
   return 0;
 }
 
+/**
+ * Ends the stream and settles once its file is closed: rejects with the stream's error if a
+ * write or the close failed. ('close' comes after 'error'; the `end` callback could run first
+ * and let a failed last write pass unseen.)
+ */
 function closeStream(stream: WriteStream): Promise<void> {
   return new Promise((resolve, reject) => {
-    stream.once('error', reject);
-    stream.end(() => resolve());
+    if (stream.closed) {
+      if (stream.errored !== null) reject(stream.errored);
+      else resolve();
+      return;
+    }
+    stream.once('close', () => (stream.errored !== null ? reject(stream.errored) : resolve()));
+    stream.on('error', () => undefined); // reported through 'close'
+    stream.end();
   });
+}
+
+/** Whether two paths name one existing file (same device and inode); false if either is missing. */
+function sameFile(a: string, b: string): boolean {
+  try {
+    const x = statSync(a);
+    const y = statSync(b);
+    return x.dev === y.dev && x.ino === y.ino;
+  } catch {
+    return false;
+  }
 }
