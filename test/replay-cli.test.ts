@@ -6,6 +6,7 @@ import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -132,6 +133,20 @@ describe('kvindex replay on bad input', () => {
     expect(r).toMatchObject({ requests: 50, badLines: 3, badLineNumbers: [3, 10, 20], events: traceRun['events'] });
     const table = await kvindex(['replay', withBadLines(), ...SIM]);
     expect(table.stdout).toMatch(/^bad lines\s+3 \(lines 3, 10, 20;/m);
+  });
+
+  it('a line longer than the 64 MiB cap is one bad line, not a crash; a UTF-8 byte order mark is not a bad line', async () => {
+    const lines = readFileSync(TRACE, 'utf8').trimEnd().split('\n');
+    // 70 MiB without a break (gzip keeps the fixture small): readline once threw past ~512 MiB
+    // where nothing could catch it; the cap makes any overlong line a counted bad line.
+    lines.splice(2, 0, '['.repeat(70 << 20));
+    const file = join(dir, 'overlong.jsonl.gz');
+    writeFileSync(file, gzipSync(lines.join('\n') + '\n'));
+    const r = await replayJson([file, ...SIM]);
+    expect(r).toMatchObject({ requests: 50, badLines: 1, badLineNumbers: [3], events: traceRun['events'] });
+    const bom = join(dir, 'bom.jsonl');
+    writeFileSync(bom, '\uFEFF' + readFileSync(TRACE, 'utf8'));
+    expect(await replayJson([bom, ...SIM])).toMatchObject({ requests: 50, badLines: 0, events: traceRun['events'] });
   });
 
   it('stops at the first bad line with exit code 1 under --strict', async () => {

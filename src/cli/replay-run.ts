@@ -26,7 +26,7 @@ import { ShardedIndexer } from '../indexer/sharded-indexer.js';
 import { BadLines } from '../trace/bad-lines.js';
 import { ClusterSim, type ClusterSimOptions } from '../trace/cluster-sim.js';
 import { detectInputKind, InputKind, parseRecordedLine } from '../trace/input-kind.js';
-import { openLineSource, type LineSource } from '../trace/line-source.js';
+import { openLineSource, overlongReason, type LineSource } from '../trace/line-source.js';
 import { traceRequestFrom } from '../trace/mooncake.js';
 import { parseWorkloadLine } from '../trace/workload.js';
 import { IndexerClock } from './indexer-clock.js';
@@ -133,8 +133,12 @@ class ReplayRun {
     const started = performance.now();
     let inputError: string | null = null;
     try {
-      for await (const { text, line } of this.source.lines(this.options.limit)) {
+      for await (const { text, line, overlong } of this.source.lines(this.options.limit)) {
         this.lines = line;
+        if (overlong !== undefined) {
+          this.bad.add(line, overlongReason(overlong));
+          continue;
+        }
         if (text.length === 0 || text.trim().length === 0) continue;
         if (this.kind === null) await this.first(text, line);
         else await this.handle(this.kind, text, line, null);

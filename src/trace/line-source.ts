@@ -1,13 +1,27 @@
 /**
  * Lines of an input file, plain or gzip (detected by the magic bytes 1f 8b, whatever the name),
  * numbered from 1 like an editor does (blank lines count), with the raw bytes read so far for a
- * progress display.
+ * progress display. Lines are split with a length cap (line-splitter.ts): a longer one comes
+ * out as `{ text: '', overlong: bytes }` for the caller to count as bad. A UTF-8 byte order
+ * mark opening the file is dropped (editors on Windows write one; it made line 1 a bad line).
  */
 import { createReadStream } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
-import { createInterface } from 'node:readline';
 import { createGunzip } from 'node:zlib';
 import { ErrorCode, KvIndexError } from '../errors.js';
+import { MAX_LINE_BYTES, splitLines } from './line-splitter.js';
+
+/** One line handed out: `overlong` (its length in bytes) is set, and `text` empty, past the cap. */
+export interface SourceLine {
+  text: string;
+  line: number;
+  overlong?: number;
+}
+
+/** The bad-line reason of an overlong line. */
+export function overlongReason(bytes: number): string {
+  return `line of ${bytes} bytes, longer than the ${MAX_LINE_BYTES}-byte limit`;
+}
 
 export interface LineSource {
   /** Path as given. */
@@ -18,15 +32,15 @@ export interface LineSource {
   /** Bytes of the file read so far (read ahead of the lines handed out, by up to 256 KiB). */
   readonly bytesRead: number;
   /**
-   * How far the lines handed out so far are into the file, 0..1: by their length for a plain
-   * file (exact for ASCII), by the compressed bytes read for gzip.
+   * How far the lines handed out so far are into the file, 0..1: by their bytes for a plain
+   * file, by the compressed bytes read for gzip.
    */
   readonly fraction: number;
   /**
    * The lines, without their terminators; `limit` stops after that many lines. A gzip stream
    * that turns out corrupt rejects with `KvIndexError` `KVX_CORRUPT_INPUT` (corruptInput()).
    */
-  lines(limit?: number): AsyncGenerator<{ text: string; line: number }>;
+  lines(limit?: number): AsyncGenerator<SourceLine>;
 }
 
 /** True when the file starts with the gzip magic bytes. */
@@ -68,18 +82,20 @@ export async function openLineSource(path: string): Promise<LineSource> {
       });
       const input = gzip ? raw.pipe(createGunzip()) : raw;
       if (gzip) raw.on('error', (err) => input.destroy(err));
-      const reader = createInterface({ input, crlfDelay: Infinity });
       let line = 0;
       try {
-        for await (const text of reader) {
+        for await (const l of splitLines(input as AsyncIterable<Uint8Array>)) {
           if (++line > limit) break;
-          consumed += text.length + 1;
-          yield { text, line };
+          consumed += l.bytes + 1;
+          if (l.overlong) {
+            yield { text: '', line, overlong: l.bytes };
+            continue;
+          }
+          yield { text: line === 1 && l.text.charCodeAt(0) === 0xfeff ? l.text.slice(1) : l.text, line };
         }
       } catch (err) {
         throw gzip && isZlibError(err) ? corruptInput(path, Math.min(line, limit), err) : err;
       } finally {
-        reader.close();
         raw.destroy();
         if (input !== raw) input.destroy();
       }

@@ -9,7 +9,7 @@
  * present ones must be non-negative numbers, else the line is bad too.
  */
 import { parseJsonLossless, type JsonObject, type JsonValue } from '../protocol/json-value.js';
-import { openLineSource } from './line-source.js';
+import { openLineSource, overlongReason } from './line-source.js';
 import { TRACE_BLOCK_TOKENS } from './synthetic-tokens.js';
 import { showValue } from '../protocol/show-value.js';
 
@@ -97,7 +97,11 @@ export async function readTraceFile(path: string, limit = Infinity): Promise<Tra
   const requests: TraceRequest[] = [];
   const bad: Array<{ line: number; reason: string }> = [];
   let previous = 0;
-  for await (const { text, line } of source.lines(limit)) {
+  for await (const { text, line, overlong } of source.lines(limit)) {
+    if (overlong !== undefined) {
+      bad.push({ line, reason: overlongReason(overlong) });
+      continue;
+    }
     if (text.trim().length === 0) continue;
     const r = parseTraceLine(text, line, previous);
     if (r.ok) {

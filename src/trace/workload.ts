@@ -8,7 +8,7 @@ import { ErrorCode, EventParseError } from '../errors.js';
 import { parseRouterEvent } from '../protocol/json-parse.js';
 import { parseJsonLossless, parseU64Array, type JsonObject } from '../protocol/json-value.js';
 import type { RouterEvent } from '../protocol/types.js';
-import { openLineSource } from './line-source.js';
+import { openLineSource, overlongReason } from './line-source.js';
 
 export type WorkloadOp =
   | { op: 'meta'; meta: JsonObject }
@@ -59,7 +59,8 @@ export function parseWorkloadLine(text: string, lineNo: number): WorkloadOp {
  */
 export async function* readWorkload(path: string, limit = Infinity): AsyncGenerator<WorkloadOp> {
   const source = await openLineSource(path);
-  for await (const { text, line } of source.lines(limit)) {
+  for await (const { text, line, overlong } of source.lines(limit)) {
+    if (overlong !== undefined) bad(line, overlongReason(overlong));
     if (text.length === 0) continue;
     yield parseWorkloadLine(text, line);
   }
