@@ -113,6 +113,16 @@ describe.skipIf(!(await zmqAvailable()))('standalone indexer HTTP API', () => {
     expect((await call(url, '/unregister', `{"instance_id":${W1},"model_name":"m","dp_rank":1}`)).status).toBe(200);
     expect(((await call(url, '/query', q)).json as { scores: Record<string, unknown> }).scores[String(W1)]).toEqual({ 0: 16n });
     expect((await call(url, '/unregister', `{"instance_id":${W1},"model_name":"m","dp_rank":1}`)).status).toBe(404);
+
+    // The last engine gone, the (model, tenant) goes with its index: nothing left in /dump, a
+    // lookup is 404, and the model may come back with another block size (it once got 409).
+    expect((await call(url, '/unregister', `{"instance_id":${W1},"model_name":"m"}`)).status).toBe(200);
+    expect(Object.keys((await call(url, '/dump')).json as object)).toEqual(['m:default']); // W2 still feeds it
+    expect((await call(url, '/unregister', `{"instance_id":${W2},"model_name":"m"}`)).status).toBe(200);
+    expect((await call(url, '/dump')).json).toEqual({});
+    expect((await call(url, '/query', q)).status).toBe(404);
+    expect((await call(url, '/register', `{"instance_id":${W2},"endpoint":"${p3.endpoint}","model_name":"m","block_size":${2 * BS}}`)).status).toBe(201);
+    expect(((await call(url, '/dump')).json as Record<string, { block_size: bigint }>)['m:default']!.block_size).toBe(BigInt(2 * BS));
   });
 
   it('answers malformed bodies with 400 and a JSON error, and they change nothing', async () => {

@@ -152,7 +152,10 @@ export class EngineRegistry {
 
   /**
    * Stops the matching listeners (no tenant: every tenant; no rank: every rank) and drops
-   * their blocks. Returns how many matched (0: the caller answers 404).
+   * their blocks. A (model, tenant) left with no listener (and no registration in progress)
+   * loses its index and router: with them kept, registering and unregistering under new model
+   * names grew memory, /dump and /metrics without bound, and a wrong block size stayed fixed
+   * until a restart (found by fuzzing). Returns how many matched (0: the caller answers 404).
    */
   async unregister(r: UnregisterRequest): Promise<number> {
     const hit = [...this.#listeners].filter(
@@ -161,9 +164,12 @@ export class EngineRegistry {
     for (const [lk, l] of hit) {
       this.#listeners.delete(lk);
       await l.source.close();
-      const index = this.#indexes.get(key(l.modelName, l.tenantId))!.index;
-      index.clear(l.instanceId, l.dpRank);
-      index.exclude(l.instanceId, l.dpRank, false);
+      const ik = key(l.modelName, l.tenantId);
+      const entry = this.#indexes.get(ik);
+      if (entry === undefined) continue; // dropped by a concurrent unregister of its last listener
+      entry.index.clear(l.instanceId, l.dpRank);
+      entry.index.exclude(l.instanceId, l.dpRank, false);
+      if (!this.#fed(l.modelName, l.tenantId) && !this.#starting.has(ik)) this.#indexes.delete(ik);
     }
     return hit.length;
   }
