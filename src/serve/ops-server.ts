@@ -4,7 +4,7 @@
  * the admin route removes workers, so exposing it is an explicit choice.
  */
 
-import { fastify, type FastifyInstance } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { quietFastify } from './quiet-fastify.js';
 import { ErrorCode, KvIndexError } from '../errors.js';
@@ -30,7 +30,7 @@ export interface OpsServer {
 
 /** Starts the server; rejects with the listen error (e.g. EADDRINUSE). */
 export async function startOpsServer(address: { host: string; port: number }, ops: OpsSource, logger?: Logger): Promise<OpsServer> {
-  const app: FastifyInstance = logger === undefined ? fastify({ logger: false }) : quietFastify(logger);
+  const app: FastifyInstance = quietFastify(logger);
   registerOpsRoutes(app, ops);
   await app.listen({ host: address.host, port: address.port });
   const a = app.server.address();
