@@ -109,3 +109,11 @@ async function waitUntil(cond: () => boolean, ms: number): Promise<void> {
     await new Promise((r) => setTimeout(r, 20));
   }
 }
+
+describe('connect budget bounds', () => {
+  it("a budget past Node's longest timer is an option error, not attempts that time out at once", async () => {
+    for (const ms of [2 ** 31, 3e9, Infinity, 0, -1]) {
+      await expect(connectNats({ servers: 'nats://127.0.0.1:1', connectTimeoutMs: ms }), String(ms)).rejects.toMatchObject({ code: 'KVX_INVALID_OPTION' });
+    }
+  });
+});

@@ -72,6 +72,17 @@ describe.skipIf(!installed)('kvindex serve', () => {
       expect(r.status).toBe(2);
       expect(r.stderr).toContain(`--keep-warm-ms: ${why!}`);
     }
+    // Durations past a timer's or the server's range are usage errors, not a serve that never
+    // connects (every attempt's timer fired at once) or a server's "invalid json".
+    for (const [flag, value, range] of [
+      ['--connect-timeout', '2147483648', 'from 1 to 2147483647'],
+      ['--max-age', '9223372037', 'from 1 to 9223372036'],
+      ['--consumer-inactive-threshold', '9007199254740991', 'from 1 to 9223372036'],
+    ]) {
+      const r = spawnSync(process.execPath, [MAIN, 'serve', flag!, value!], { encoding: 'utf8' });
+      expect(r.status, flag).toBe(2);
+      expect(r.stderr, flag).toContain(`${flag!}: expected an integer ${range!}, got '${value!}'`);
+    }
   });
 
   it('exits 1 with a KVX_NATS_UNREACHABLE log line when NATS is unreachable', async () => {

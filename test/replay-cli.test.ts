@@ -234,6 +234,27 @@ describe('kvindex replay routing (KvRouter)', () => {
   });
 });
 
+describe('kvindex replay pacing', () => {
+  it("a gap longer than Node's longest timer is waited, not skipped", async () => {
+    // Two requests 3e9 ms apart at --speed 1: the replay must still be waiting after a second.
+    // A single sleep of 3e9 ms fired at once (with TimeoutOverflowWarnings) and the run ended.
+    const lines = readFileSync(TRACE, 'utf8').trimEnd().split('\n').slice(0, 2);
+    const second = JSON.parse(lines[1]!) as { timestamp: number };
+    second.timestamp = (JSON.parse(lines[0]!) as { timestamp: number }).timestamp + 3e9;
+    const file = join(dir, 'gap.jsonl');
+    writeFileSync(file, `${lines[0]!}\n${JSON.stringify(second)}\n`);
+    const child = execFile(process.execPath, [CLI, 'replay', file, '--speed', '1', ...SIM]);
+    let stderr = '';
+    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    const exited = new Promise<number | null>((res) => child.once('exit', (code) => res(code)));
+    const early = await Promise.race([exited.then(() => 'exited'), new Promise((res) => setTimeout(() => res('waiting'), 1500))]);
+    child.kill('SIGKILL');
+    await exited;
+    expect(early).toBe('waiting');
+    expect(stderr).not.toContain('TimeoutOverflowWarning');
+  });
+});
+
 describe('kvindex replay usage', () => {
   it('exits 2 on an unknown option', async () => {
     const r = await kvindex(['replay', TRACE, '--frobnicate']);

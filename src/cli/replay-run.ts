@@ -20,6 +20,7 @@
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ErrorCode, KvIndexError } from '../errors.js';
+import { MAX_TIMER_MS } from '../protocol/time-limits.js';
 import { parseJsonLossless, type JsonValue } from '../protocol/json-value.js';
 import type { RouterEvent } from '../protocol/types.js';
 import { ShardedIndexer } from '../indexer/sharded-indexer.js';
@@ -76,8 +77,11 @@ class Pacer {
     const due = this.start + (ts - this.origin) / this.speed;
     if (due - performance.now() <= 1) return;
     await settle();
-    const ahead = due - performance.now();
-    if (ahead > 1) await sleep(ahead);
+    // In steps of at most MAX_TIMER_MS: a longer timer fires at once, and a 3e9 ms gap between
+    // timestamps (or --speed 1e-9) was not honoured at all (found by fuzzing).
+    for (let ahead = due - performance.now(); ahead > 1; ahead = due - performance.now()) {
+      await sleep(Math.min(ahead, MAX_TIMER_MS));
+    }
   }
 }
 

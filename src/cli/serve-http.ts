@@ -13,6 +13,7 @@ import { EngineRegistry } from '../http/engine-registry.js';
 import { registerIndexerRoutes } from '../http/indexer-routes.js';
 import { parseListenAddress, startOpsServer, type OpsServer } from '../serve/ops-server.js';
 import { quietFastify } from '../serve/quiet-fastify.js';
+import { MAX_TIMER_MS } from '../protocol/time-limits.js';
 import { ZmqServeMetrics } from '../serve/zmq-metrics.js';
 
 export const HTTP_USAGE = `usage: kvindex serve --http <[host:]port> [options]
@@ -62,7 +63,10 @@ function parse(args: string[]): HttpArgs | 'help' {
   const m = /^(?:(\[[0-9a-fA-F:.]+\]|[^:\s]+):)?(\d{1,5})$/.exec(values.http ?? '');
   if (m === null || Number(m[2]) > 65535) throw new UsageError(`--http: expected [host:]port, got '${values.http ?? ''}'`);
   const timeout = values['replay-timeout'] ?? '2000';
-  if (!/^[0-9]+$/.test(timeout) || Number(timeout) < 1) throw new UsageError(`--replay-timeout: expected an integer >= 1, got '${timeout}'`);
+  // A timer's ms: Node fires a longer one at once.
+  if (!/^[0-9]+$/.test(timeout) || Number(timeout) < 1 || Number(timeout) > MAX_TIMER_MS) {
+    throw new UsageError(`--replay-timeout: expected an integer from 1 to ${MAX_TIMER_MS}, got '${timeout}'`);
+  }
   const level = values['log-level'] ?? 'info';
   if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'].includes(level)) {
     throw new UsageError(`--log-level: expected debug, info, warn or error, got '${level}'`);

@@ -14,6 +14,7 @@ import { KvRouteService } from '../nats/route-service.js';
 import { KvEventSubscriber } from '../nats/subscriber.js';
 import { checkEncoding } from '../nats/snapshot.js';
 import { reason } from '../nats/errors.js';
+import { MAX_NANOS_S, MAX_TIMER_MS } from '../protocol/time-limits.js';
 import { ErrorCode, KvIndexError } from '../errors.js';
 import type { NatsAuthOptions } from '../nats/auth.js';
 import { ShardedIndexer } from '../indexer/sharded-indexer.js';
@@ -153,10 +154,11 @@ function parse(args: string[]): ServeArgs | 'help' {
   });
   if (values.help === true) return 'help';
   if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
-  const int = (name: string, text: string | undefined, dflt: number, min: number): number => {
+  const int = (name: string, text: string | undefined, dflt: number, min: number, max = Number.MAX_SAFE_INTEGER): number => {
     if (text === undefined) return dflt;
-    if (!/^[0-9]+$/.test(text) || Number(text) < min || !Number.isSafeInteger(Number(text))) {
-      throw new UsageError(`--${name}: expected an integer >= ${min}, got '${text}'`);
+    if (!/^[0-9]+$/.test(text) || Number(text) < min || Number(text) > max) {
+      const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `from ${min} to ${max}`;
+      throw new UsageError(`--${name}: expected an integer ${range}, got '${text}'`);
     }
     return Number(text);
   };
@@ -225,9 +227,12 @@ function parse(args: string[]): ServeArgs | 'help' {
     parseInShards: values['parse-in-shards'] === true,
     consumer: values.consumer,
     keepConsumer: values['keep-consumer'] === true,
-    consumerInactiveS: int('consumer-inactive-threshold', values['consumer-inactive-threshold'], 60, 1),
-    maxAgeS: int('max-age', values['max-age'], 3600, 1),
-    connectTimeoutMs: int('connect-timeout', values['connect-timeout'], 5_000, 1),
+    // Durations the server keeps as int64 nanoseconds, and a timer's ms (Node fires a larger
+    // one at once): past those, serve failed with the server's "invalid json" or never
+    // connected (found by fuzzing).
+    consumerInactiveS: int('consumer-inactive-threshold', values['consumer-inactive-threshold'], 60, 1, MAX_NANOS_S),
+    maxAgeS: int('max-age', values['max-age'], 3600, 1, MAX_NANOS_S),
+    connectTimeoutMs: int('connect-timeout', values['connect-timeout'], 5_000, 1, MAX_TIMER_MS),
     logLevel: level,
     routeWorkers: routeWorkersOf(values['route-workers']),
   };

@@ -20,6 +20,8 @@ import {
 import { createConnection } from 'node:net';
 import type { Logger } from 'pino';
 import { ErrorCode, KvIndexError } from '../errors.js';
+import { showValue } from '../protocol/show-value.js';
+import { MAX_TIMER_MS } from '../protocol/time-limits.js';
 import { API_CONSUMER_NOT_FOUND, API_STREAM_NOT_FOUND, NatsError, NatsErrorCode, isApiError, reason } from './errors.js';
 import type { KvNames } from './names.js';
 import { redactUrl, resolveAuth, scrub, type NatsAuthOptions } from './auth.js';
@@ -73,8 +75,9 @@ export async function connectNats(options: NatsConnectOptions = {}): Promise<Nat
   const auth = resolveAuth(resolveServers(options.servers), options.auth);
   const servers = auth.servers;
   const budget = options.connectTimeoutMs ?? 5_000;
-  if (!(Number.isFinite(budget) && budget > 0)) {
-    throw new KvIndexError(ErrorCode.InvalidOption, `connectTimeoutMs: expected a positive number, got ${String(budget)}`);
+  if (!(Number.isFinite(budget) && budget > 0 && budget <= MAX_TIMER_MS)) {
+    // Past MAX_TIMER_MS every attempt's timer fired at once: serve never connected (fuzzing).
+    throw new KvIndexError(ErrorCode.InvalidOption, `connectTimeoutMs: expected a number from 1 to ${MAX_TIMER_MS}, got ${showValue(budget)}`);
   }
   const shown = servers.map(redactUrl).join(', ');
   const why = (err: unknown): string => scrub(reason(err), auth.secrets);

@@ -8,6 +8,7 @@ import type { SnapshotEncoding } from '../protocol/types.js';
 import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
 import type { NatsAuthOptions } from './auth.js';
 import { DEFAULT_CONSUMER_INACTIVE_S, DEFAULT_STREAM_MAX_AGE_S } from './connect.js';
+import { MAX_NANOS_S, MAX_TIMER_MS } from '../protocol/time-limits.js';
 import { checkEncoding } from './snapshot.js';
 import { showValue } from '../protocol/show-value.js';
 
@@ -131,9 +132,11 @@ export function checkSubscriberOptions(o: KvEventSubscriberOptions): SubscriberC
   const bad = (what: string): never => {
     throw new KvIndexError(ErrorCode.InvalidOption, what);
   };
-  const int = (name: string, v: number | undefined, dflt: number, min: number): number => {
+  // Timer periods stop at MAX_TIMER_MS (Node fires a longer one at once: a huge snapshot
+  // interval checked every millisecond), server durations at MAX_NANOS_S (int64 nanoseconds).
+  const int = (name: string, v: number | undefined, dflt: number, min: number, max = Number.MAX_SAFE_INTEGER): number => {
     if (v === undefined) return dflt;
-    if (!Number.isInteger(v) || v < min) bad(`${name}: expected an integer >= ${min}, got ${showValue(v)}`);
+    if (!Number.isInteger(v) || v < min || v > max) bad(`${name}: expected an integer ${max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `from ${min} to ${max}`}, got ${showValue(v)}`);
     return v;
   };
   if (typeof o !== 'object' || o === null) bad('options: expected an object');
@@ -145,19 +148,19 @@ export function checkSubscriberOptions(o: KvEventSubscriberOptions): SubscriberC
   return {
     servers: o.servers,
     consumerName: name,
-    streamMaxAgeS: int('streamMaxAgeS', o.streamMaxAgeS, DEFAULT_STREAM_MAX_AGE_S, 1),
+    streamMaxAgeS: int('streamMaxAgeS', o.streamMaxAgeS, DEFAULT_STREAM_MAX_AGE_S, 1, MAX_NANOS_S),
     snapshotThreshold: threshold,
-    snapshotIntervalMs: int('snapshotIntervalMs', o.snapshotIntervalMs, 1_000, 10),
+    snapshotIntervalMs: int('snapshotIntervalMs', o.snapshotIntervalMs, 1_000, 10, MAX_TIMER_MS),
     encoding: checkEncoding(o.encoding ?? 'bincode'),
     resetStates: o.resetStates === true,
     batchMessages: int('batchMessages', o.batchMessages, 512, 1),
     batchBytes: int('batchBytes', o.batchBytes, 1 << 20, 1),
-    fetchExpiresMs: int('fetchExpiresMs', o.fetchExpiresMs, 1_000, 1_000),
+    fetchExpiresMs: int('fetchExpiresMs', o.fetchExpiresMs, 1_000, 1_000, MAX_TIMER_MS),
     parseInShards: o.parseInShards === true,
     keepConsumer: o.keepConsumer === true,
     onBadSnapshot: o.onBadSnapshot === undefined || o.onBadSnapshot === 'fail' ? 'fail' : o.onBadSnapshot === 'skip' ? 'skip' : bad(`onBadSnapshot: expected 'fail' or 'skip', got ${JSON.stringify(o.onBadSnapshot)}`),
     readyMaxLag: int('readyMaxLag', o.readyMaxLag, 100, 0),
     workerIdleMs: o.workerIdleMs === undefined || o.workerIdleMs === null ? null : int('workerIdleMs', o.workerIdleMs, 0, 1),
-    consumerInactiveThresholdS: int('consumerInactiveThresholdS', o.consumerInactiveThresholdS, DEFAULT_CONSUMER_INACTIVE_S, 1),
+    consumerInactiveThresholdS: int('consumerInactiveThresholdS', o.consumerInactiveThresholdS, DEFAULT_CONSUMER_INACTIVE_S, 1, MAX_NANOS_S),
   };
 }
