@@ -191,6 +191,16 @@ describe('the WebAssembly memory', () => {
     expect(computeBlockHashes(small, 16)).toEqual(jsBlockHashes(small, 16, XXH3_SEED));
   });
 
+  it('an input past the 2 GiB layout is a typed error, and hashing goes on after it', () => {
+    // A sparse array: 2^30 tokens without their memory. Its layout (4 GiB) once wrapped
+    // around in 32-bit address arithmetic and failed inside TypedArray.set, untyped.
+    const huge = new Array<number>(2 ** 30);
+    expect(() => computeBlockHashes(huge, 16)).toThrow(expect.objectContaining({ code: 'KVX_INVALID_FIELD', message: expect.stringContaining('too large to hash') as unknown }));
+    expect(() => hashBytes({ length: 2 ** 31 } as Uint8Array)).toThrow(expect.objectContaining({ code: 'KVX_INVALID_FIELD' }));
+    const small = randomTokens(new Random(6), 64);
+    expect(computeBlockHashes(small, 16)).toEqual(jsBlockHashes(small, 16, XXH3_SEED));
+  });
+
   it('has big-endian helpers that write and read the same little-endian bytes as the native ones', () => {
     ensureMemory(HEAP + 1024);
     const values = BigUint64Array.of(1n, 0x0102_0304_0506_0708n, U64_MAX, 0xfedc_ba98_7654_3210n);

@@ -19,8 +19,8 @@ describe('checkSubscriberOptions bounds', () => {
       ['consumerInactiveThresholdS', MAX_NANOS_S],
     ];
     for (const [name, max] of cases) {
-      expect(checkSubscriberOptions({ indexer: ix, [name]: max })[name as 'snapshotIntervalMs']).toBe(max);
-      expect(() => checkSubscriberOptions({ indexer: ix, [name]: max + 1 }), name).toThrow(expect.objectContaining({
+      expect(checkSubscriberOptions({ indexer: ix, namespace: 'n', component: 'c', [name]: max })[name as 'snapshotIntervalMs']).toBe(max);
+      expect(() => checkSubscriberOptions({ indexer: ix, namespace: 'n', component: 'c', [name]: max + 1 }), name).toThrow(expect.objectContaining({
         code: 'KVX_INVALID_OPTION',
         message: expect.stringContaining(`${name}: expected an integer from`) as unknown,
       }));

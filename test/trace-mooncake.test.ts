@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { parseJsonLossless } from '../src/protocol/json-value.js';
 import { detectInputKind } from '../src/trace/input-kind.js';
 import { openLineSource } from '../src/trace/line-source.js';
-import { parseTraceLine, readTraceFile } from '../src/trace/mooncake.js';
+import { MAX_TRACE_BLOCKS, parseTraceLine, readTraceFile } from '../src/trace/mooncake.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvindex-trace-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -20,6 +20,12 @@ describe('parseTraceLine', () => {
   it('keeps hash ids above 2^53 exact', () => {
     const r = parseTraceLine('{"timestamp":0,"input_length":1024,"output_length":1,"hash_ids":[18446744073709551615,9007199254740993]}', 1);
     expect(r.ok && Array.from(r.request.hashIds)).toEqual([18446744073709551615n, 9007199254740993n]);
+  });
+
+  it('a request of more than 8,192 blocks is a bad line (the simulation would materialise its tokens)', () => {
+    const ids = (n: number): string => `{"hash_ids":[${Array.from({ length: n }, (_, i) => i).join(',')}]}`;
+    expect(parseTraceLine(ids(MAX_TRACE_BLOCKS), 1).ok).toBe(true);
+    expect(parseTraceLine(ids(MAX_TRACE_BLOCKS + 1), 1)).toEqual({ ok: false, reason: 'hash_ids: 8193 blocks, more than the 8192 a request may have' });
   });
 
   it('fills missing optional fields with defaults', () => {

@@ -16,6 +16,7 @@
  */
 
 import { readFileSync } from 'node:fs';
+import { ErrorCode, KvIndexError } from '../errors.js';
 
 /** The part of a `WebAssembly.Memory` used here. */
 interface WasmMemory {
@@ -80,6 +81,7 @@ let view = new DataView(memory.buffer);
 export function ensureMemory(end: number): void {
   const have = memory.buffer.byteLength;
   if (end <= have) return;
+  if (end > MAX_LAYOUT_BYTES) throw tooLarge(end);
   memory.grow(Math.ceil((end - have) / PAGE));
   u8 = new Uint8Array(memory.buffer);
   u32 = new Uint32Array(memory.buffer);
@@ -87,9 +89,25 @@ export function ensureMemory(end: number): void {
   view = new DataView(memory.buffer);
 }
 
-/** `address` rounded up to a multiple of 16. */
+/**
+ * The end of what one call may lay out: addresses are computed with 32-bit integer operations
+ * here, so a layout past 2 GiB wrapped around to a small address, passed the growth check and
+ * failed inside `TypedArray.set` with "offset is out of bounds" (found by fuzzing: a trace
+ * line of 2M blocks asked to hash 1G tokens).
+ */
+export const MAX_LAYOUT_BYTES = 0x7fff_0000;
+
+/**
+ * `address` rounded up to a multiple of 16. Throws `KvIndexError` `InvalidField` past
+ * `MAX_LAYOUT_BYTES` (every layout goes through here before `ensureMemory`).
+ */
 export function align16(address: number): number {
+  if (address > MAX_LAYOUT_BYTES) throw tooLarge(address);
   return (address + 15) & ~15;
+}
+
+function tooLarge(bytes: number): KvIndexError {
+  return new KvIndexError(ErrorCode.InvalidField, `input too large to hash in one call: it needs ${Math.ceil(bytes / 2 ** 20)} MiB of the hasher's memory, at most ${MAX_LAYOUT_BYTES >>> 20}`);
 }
 
 /** XXH3-64 of `count` inputs of `blockBytes` bytes from `input`; hash i as a u64 at output + 8i. */

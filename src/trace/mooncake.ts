@@ -15,6 +15,14 @@ import { showValue } from '../protocol/show-value.js';
 
 const U64_MAX = 0xffff_ffff_ffff_ffffn;
 
+/**
+ * Blocks a trace request may have: 8,192 x 512 = 4M tokens, 11x the longest request of the
+ * shipped traces (374 blocks, shared/traces/README.md). The simulation materialises a
+ * request's tokens: one line of 2M ids asked for 1G tokens, held 4.2 GB for 35-55 s and then
+ * failed the whole run (found by fuzzing). A longer request is a bad line.
+ */
+export const MAX_TRACE_BLOCKS = 8192;
+
 /** One request of a trace. */
 export interface TraceRequest {
   /** Arrival time, milliseconds from the start of the trace. */
@@ -55,6 +63,9 @@ export function traceRequestFrom(value: JsonValue, line: number, previousTimesta
   const obj = value as JsonObject;
   const ids = obj['hash_ids'];
   if (!Array.isArray(ids)) return { ok: false, reason: 'hash_ids: expected a list of non-negative integers' };
+  if (ids.length > MAX_TRACE_BLOCKS) {
+    return { ok: false, reason: `hash_ids: ${ids.length} blocks, more than the ${MAX_TRACE_BLOCKS} a request may have` };
+  }
   const hashIds = new BigUint64Array(ids.length);
   for (let i = 0; i < ids.length; i++) {
     const id = ids[i];
