@@ -244,6 +244,24 @@ describe('ShardedIndexer faults', () => {
     expect(ix.liveThreads).toBe(0);
   });
 
+  it('close() settles every pending drained() and restore() with KVX_CLOSED, and later drained() too', async () => {
+    // Over its backlog limit when close() runs: the stopped threads send no more acks, so these
+    // waits once never settled (found by fuzzing). The liveness bound below only fails the test.
+    const ix = await ShardedIndexer.create({ shards: 2, blockSize: 4, highWaterEvents: 4 });
+    open.push(ix);
+    for (let i = 0; i < 1000; i++) ix.applyEvent(chain(W1 + BigInt(i % 4), 1, BigInt(i)));
+    expect(ix.needsDrain).toBe(true);
+    const events = Array.from({ length: 200_000 }, (_, i) => chain(W1 + BigInt(i % 8), 1, BigInt(i)));
+    const settled = (p: Promise<unknown>): Promise<unknown> => Promise.race([
+      p.then(() => 'resolved', (e: unknown) => (e as KvIndexError).code),
+      new Promise((res) => setTimeout(() => res('pending after 10 s'), 10_000)),
+    ]);
+    const waits = [settled(ix.drained()), settled(ix.restore(events))];
+    await ix.close();
+    expect(await Promise.all(waits)).toEqual([ErrorCode.Closed, ErrorCode.Closed]);
+    expect(await settled(ix.drained())).toBe(ErrorCode.Closed);
+  });
+
   it('leaves no thread running after close and rejects later calls', async () => {
     const ix = await make(3);
     expect(ix.liveThreads).toBe(3);

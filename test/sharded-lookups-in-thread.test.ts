@@ -267,6 +267,21 @@ describe('lookups on the calling thread', () => {
     expect(ix.findMatchesInto(toks(2), result, true)).toBe(40); // earlyExit: single-worker nodes end the walk
   });
 
+  it('earlyExit never cuts a walk at a node that workers of two shards share', async () => {
+    // Two workers on two shards hold the same chain: each shard sees one holder per node, and
+    // both walks once stopped after the first block (scores 1 where the in-thread tree says 3).
+    const ix = await tiny(2);
+    ix.applyEvent(chain(W, 3, 1n));
+    ix.applyEvent(chain(W + 1n, 3, 1n));
+    const tree = new RadixTree();
+    tree.applyEvent(chain(W, 3, 1n));
+    tree.applyEvent(chain(W + 1n, 3, 1n));
+    const result = createMatchResult();
+    const want = resultScores(result, tree.findMatchesInto(toks(3), result, true));
+    expect(want).toEqual([[W.toString(), 3], [(W + 1n).toString(), 3]]);
+    expect(resultScores(result, ix.findMatchesInto(toks(3), result, true))).toEqual(want);
+  });
+
   it('with expirationMs on shard threads: synchronous lookups refuse, findMatches reports frequencies', async () => {
     const ix = await ShardedIndexer.create({ shards: 2, blockSize: 16, expirationMs: 60_000 });
     open.push(ix);

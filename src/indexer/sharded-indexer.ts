@@ -51,6 +51,9 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
    */
   #last: BigUint64Array | readonly bigint[] = PRIME;
   readonly #keepWarm: KeepWarm | null;
+  /** Rejecters of the pending `drained()` waits, called by `close()`. */
+  readonly #drainWaiters = new Set<() => void>();
+  #closing = false;
   readonly #primed = createMatchResult();
   /** Keep-warm's copy of the latest lookup's leading blocks. */
   readonly #primeWords = new BigUint64Array(PRIME_BLOCKS);
@@ -219,20 +222,29 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
     this.#engine.applyEventJson(text, tag);
   }
 
-  /** Resolves once the backlog is under the low-water mark (immediately if it is). */
+  /**
+   * Resolves once the backlog is under the low-water mark (immediately if it is); rejects with
+   * the shard's error if one fails, and with `KVX_CLOSED` after `close()`. (A wait pending when
+   * `close()` ran never settled: the stopped threads send no more acks, and `restore()` hung
+   * with it; found by fuzzing.)
+   */
   drained(): Promise<void> {
+    if (this.#closing) return Promise.reject(new KvIndexError(ErrorCode.Closed, 'indexer is closed'));
     if (!this.#engine.needsDrain) return Promise.resolve();
     return new Promise((res, rej) => {
-      const onDrain = (): void => {
-        this.off('shardFailed', onFail);
-        res();
-      };
-      const onFail = (err: Error): void => {
+      const done = (err: Error | null): void => {
         this.off('drain', onDrain);
-        rej(err);
+        this.off('shardFailed', onFail);
+        this.#drainWaiters.delete(onClose);
+        if (err === null) res();
+        else rej(err);
       };
+      const onDrain = (): void => done(null);
+      const onFail = (err: Error): void => done(err);
+      const onClose = (): void => done(new KvIndexError(ErrorCode.Closed, 'indexer is closed'));
       this.once('drain', onDrain);
       this.once('shardFailed', onFail);
+      this.#drainWaiters.add(onClose);
     });
   }
 
@@ -258,7 +270,9 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
    * and returns n, the number of matching workers. With shard threads it reads their trees in
    * shared memory; with `readYourWrites` (the default) it first waits, blocking, until they
    * applied every event applied before the call. Throws `InvalidOption` with shard threads and
-   * `expirationMs` (the frequency trail lives in the shards: use `findMatches`).
+   * `expirationMs` (the frequency trail lives in the shards: use `findMatches`). `earlyExit`
+   * (Dynamo's: stop after a node only one worker holds) is honoured in-thread and with one
+   * shard; with more, scores are the whole walk's (a shard cannot see the others' holders).
    */
   findMatchesInto(hashes: BigUint64Array | readonly bigint[], result: MatchResult, earlyExit = false): number {
     this.#saw(hashes);
@@ -317,6 +331,8 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
 
   /** Stops every shard thread; pending calls fail with KVX_CLOSED. Safe to call twice. */
   async close(): Promise<void> {
+    this.#closing = true;
+    for (const w of [...this.#drainWaiters]) w();
     this.#keepWarm?.stop();
     await this.#engine.close();
   }
