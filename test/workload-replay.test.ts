@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { ErrorCode, KvIndexError } from '../src/errors.js';
-import { readWorkload } from '../src/trace/workload.js';
+import { parseWorkloadLine, readWorkload } from '../src/trace/workload.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { sharedWorkload } from './support/shared.js';
 
@@ -55,6 +55,15 @@ describe('readWorkload input', () => {
     '{"op":"event","event":{"worker_id":7,"event":{"event_id":1,"data":{"stored":{"parent_hash":null,"blocks":[{"block_hash":11,"tokens_hash":21}]}}}}}',
     '{"op":"match","seq":[21],"expect":{"7":1}}',
   ];
+
+  it('takes whitespace around a line, and refuses an expect id past u64 or a negative score as a bad line', () => {
+    expect(parseWorkloadLine(` ${lines[1]!} \t`, 2).op).toBe('event');
+    expect(parseWorkloadLine(`${lines[2]!}  `, 3)).toMatchObject({ op: 'match', expect: new Map([[7n, 1]]) });
+    expect(parseWorkloadLine('{"op":"match","seq":[21],"expect":{"18446744073709551615":1}}', 4)).toMatchObject({ expect: new Map([[18446744073709551615n, 1]]) });
+    for (const e of ['{"18446744073709551616":1}', '{"7":-1}', '{"7":1.5}', `{"${'9'.repeat(400)}":1}`]) {
+      expect(() => parseWorkloadLine(`{"op":"match","seq":[21],"expect":${e}}`, 5), e).toThrow(expect.objectContaining({ code: ErrorCode.InvalidJson, message: expect.stringMatching(/^workload line 5: bad expect entry .{0,120}$/) as unknown }));
+    }
+  });
 
   it('tells gzip by its bytes, not its name, and a truncated gzip is KVX_CORRUPT_INPUT after the lines read', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'kvindex-workload-'));

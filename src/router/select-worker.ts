@@ -183,9 +183,10 @@ export function selectResolved(
   if (!Number.isSafeInteger(tokens) || tokens < 0) invalidField(`tokens: expected an integer >= 0, got ${String(tokens)}`);
   const o = request.overrides ?? null;
   if (o !== null && (typeof o !== 'object' || Array.isArray(o))) invalidOption('overrides: expected an object or null');
-  const credit = nonNegative('overrides.overlapScoreCredit', o?.overlapScoreCredit, c.overlapScoreCredit, 1);
-  const scale = nonNegative('overrides.prefillLoadScale', o?.prefillLoadScale, c.prefillLoadScale);
-  const temperature = nonNegative('overrides.temperature', o?.temperature, c.temperature);
+  // Named as the library and as the wire (HTTP and NATS bodies) call them.
+  const credit = nonNegative('overrides.overlapScoreCredit (overlap_score_credit)', o?.overlapScoreCredit, c.overlapScoreCredit, 1);
+  const scale = nonNegative('overrides.prefillLoadScale (prefill_load_scale)', o?.prefillLoadScale, c.prefillLoadScale);
+  const temperature = nonNegative('overrides.temperature (router_temperature)', o?.temperature, c.temperature);
   const tiers: TieredOverlap = isTiered(overlap) ? overlap : { device: overlap };
   const bs = c.blockSize;
   const requiredBlocks = Math.ceil(tokens / bs);

@@ -8,6 +8,7 @@ import { ErrorCode, EventParseError } from '../errors.js';
 import { parseRouterEvent } from '../protocol/json-parse.js';
 import { parseJsonLossless, parseU64Array, type JsonObject } from '../protocol/json-value.js';
 import type { RouterEvent } from '../protocol/types.js';
+import { showValue } from '../protocol/show-value.js';
 import { openLineSource, overlongReason } from './line-source.js';
 
 export type WorkloadOp =
@@ -19,12 +20,17 @@ export type WorkloadOp =
 const EVENT_PREFIX = '{"op":"event","event":';
 const EXPECT_KEY = '"expect":';
 
+const U64_MAX = 0xffff_ffff_ffff_ffffn;
+
 function bad(line: number, what: string): never {
   throw new EventParseError(ErrorCode.InvalidJson, `workload line ${line}: ${what}`);
 }
 
 /** Parses one workload line (1-based `lineNo` for messages). Throws `EventParseError`. */
-export function parseWorkloadLine(text: string, lineNo: number): WorkloadOp {
+export function parseWorkloadLine(line: string, lineNo: number): WorkloadOp {
+  // Whitespace around the object is JSON's: an event line with a trailing space was refused
+  // as an "unexpected layout" (found by fuzzing).
+  const text = line.trim();
   if (text.startsWith(EVENT_PREFIX) && text.endsWith('}')) {
     // The generator writes compact JSON with `op` first: the event is the rest of the object.
     const inner = text.slice(EVENT_PREFIX.length, -1);
@@ -40,7 +46,11 @@ export function parseWorkloadLine(text: string, lineNo: number): WorkloadOp {
     if (typeof obj !== 'object' || obj === null || Array.isArray(obj)) bad(lineNo, 'expect is not an object');
     const expect = new Map<bigint, number>();
     for (const [k, v] of Object.entries(obj as JsonObject)) {
-      if (!/^[0-9]+$/.test(k) || typeof v !== 'bigint') bad(lineNo, `bad expect entry ${k}`);
+      // A worker id is a u64 and a score a block count: an id past 2^64-1 was taken, and
+      // counted as a lookup mismatch instead of a bad line (found by fuzzing).
+      if (!/^[0-9]{1,20}$/.test(k) || BigInt(k) > U64_MAX || typeof v !== 'bigint' || v < 0n || v > 0xffff_ffffn) {
+        bad(lineNo, `bad expect entry ${showValue(k)}: ${showValue(v)}`);
+      }
       expect.set(BigInt(k), Number(v));
     }
     return { op: 'match', seq, expect };
