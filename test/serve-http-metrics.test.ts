@@ -25,7 +25,11 @@ describe.skipIf(!(await zmqAvailable()))('standalone indexer metrics', () => {
     const registry = new EngineRegistry({ replayTimeoutMs: 300 });
     const metrics = new ZmqServeMetrics(registry, false);
     const app: FastifyInstance = Fastify({ logger: false });
-    await registerIndexerRoutes(app, registry, { onQuery: (route, ms) => metrics.observeQuery(route, ms) });
+    await registerIndexerRoutes(app, registry, {
+      token: 'tok',
+      onQuery: (route, ms) => metrics.observeQuery(route, ms),
+      onError: (route, status) => metrics.observeError(route, status),
+    });
     await app.listen({ host: '127.0.0.1', port: 0 });
     const url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
     const ops = await startOpsServer({ host: '127.0.0.1', port: 0 }, { metrics, readiness: () => metrics.readiness() });
@@ -33,7 +37,7 @@ describe.skipIf(!(await zmqAvailable()))('standalone indexer metrics', () => {
 
     const pub = await VllmPublisher.start();
     open.push(pub);
-    const post = (path: string, body: string): Promise<Response> => fetch(url + path, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+    const post = (path: string, body: string, token = 'tok'): Promise<Response> => fetch(url + path, { method: 'POST', body, headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` } });
     expect((await post('/register', `{"instance_id":${W},"endpoint":"${pub.endpoint}","model_name":"m","block_size":2}`)).status).toBe(201);
     await pub.subscribed();
     await pub.publish([{ stored: { hashes: [1n, 2n], tokens: [5, 6, 7, 8], blockSize: 2 } }, { stored: { hashes: [3n], tokens: [9, 10, 11, 12], blockSize: 4 } }]);
@@ -60,6 +64,21 @@ describe.skipIf(!(await zmqAvailable()))('standalone indexer metrics', () => {
     // Only answered lookups are timed (the 404 is not).
     expect(value(all, 'kvindex_http_query_ms_count', { route: '/query' })).toBe(3);
     expect(text).not.toContain('nope');
+    // Errors are counted by route and status; every error body is {"error": ...}, names cut short.
+    expect((await post('/register', '{}', 'wrong')).status).toBe(401);
+    expect((await post('/query', '{"token_ids":[1]}')).status).toBe(400);
+    const unknown = await fetch(`${url}/nope`);
+    expect(unknown.status).toBe(404);
+    expect(await unknown.json()).toEqual({ error: 'no route GET "/nope"' });
+    const longName = await post('/query', `{"token_ids":[5,6,7,8],"model_name":"${'x'.repeat(100_000)}"}`);
+    expect(longName.status).toBe(404);
+    expect((await longName.text()).length).toBeLessThan(200);
+    const errs = parsePrometheusText(await (await fetch(`${ops.url}/metrics`)).text());
+    expect(value(errs, 'kvindex_http_errors_total', { route: '/register', status: '401' })).toBe(1);
+    expect(value(errs, 'kvindex_http_errors_total', { route: '/query', status: '400' })).toBe(1);
+    expect(value(errs, 'kvindex_http_errors_total', { route: '/query', status: '404' })).toBe(2); // "nope" above too
+    expect(value(errs, 'kvindex_http_errors_total', { route: 'unmatched', status: '404' })).toBe(1);
+
     // No route asked yet: no routing series.
     expect(all.filter((x) => x.name.startsWith('kvindex_route_'))).toEqual([]);
     expect((await post('/route', '{"token_ids":[5,6,7,8],"model_name":"m","request_id":"a"}')).status).toBe(200);

@@ -109,7 +109,10 @@ export async function main(args: string[]): Promise<number> {
   const metrics = a.metrics === null ? null : new ZmqServeMetrics(registry);
   await registerIndexerRoutes(app, registry, {
     token: a.token,
-    ...(metrics === null ? {} : { onQuery: (route: string, ms: number) => metrics.observeQuery(route, ms) }),
+    ...(metrics === null ? {} : {
+      onQuery: (route: string, ms: number) => metrics.observeQuery(route, ms),
+      onError: (route: string, status: number) => metrics.observeError(route, status),
+    }),
   });
   let ops: OpsServer | null = null;
   if (metrics !== null && a.metrics !== null) {

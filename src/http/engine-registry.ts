@@ -14,7 +14,7 @@ import { EngineIndex } from '../zmq/engine-index.js';
 import { ZmqKvSource } from '../zmq/source.js';
 import { checkEndpoint } from '../zmq/endpoint.js';
 import { ZmqError, ZmqErrorCode } from '../zmq/errors.js';
-import { HttpRequestError, type RegisterRequest, type UnregisterRequest } from './requests.js';
+import { HttpRequestError, modelTenant, type RegisterRequest, type UnregisterRequest } from './requests.js';
 
 export interface IndexEntry {
   readonly modelName: string;
@@ -101,7 +101,7 @@ export class EngineRegistry {
     const ik = key(r.modelName, r.tenantId);
     let entry = this.#indexes.get(ik);
     if (entry !== undefined && entry.index.blockSize !== r.blockSize) {
-      throw new HttpRequestError(`block_size ${r.blockSize} conflicts with ${entry.index.blockSize} of model '${r.modelName}' tenant '${r.tenantId}'`, 409);
+      throw new HttpRequestError(`block_size ${r.blockSize} conflicts with ${entry.index.blockSize} of ${modelTenant(r.modelName, r.tenantId)}`, 409);
     }
     const lk = key(r.instanceId, r.modelName, r.tenantId, r.dpRank);
     if (this.#listeners.has(lk)) throw new HttpRequestError(`instance ${r.instanceId} dp_rank ${r.dpRank} is already registered for this model and tenant`, 409);

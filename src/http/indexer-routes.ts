@@ -16,12 +16,13 @@ import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { computeBlockHashes } from '../hash/block-hash.js';
 import { parseJsonLossless } from '../protocol/json-value.js';
+import { showValue } from '../protocol/show-value.js';
 import type { EngineRegistry } from './engine-registry.js';
 import { formatRouteDecision } from '../router/decision-json.js';
 import { KvIndexError, ErrorCode } from '../errors.js';
 import type { KvRouter, RouteOptions } from '../router/kv-router.js';
 import { QueryBodyReader } from './query-body.js';
-import { HttpRequestError, readQuery, readQueryByHash, readRegister, readRequestRef, readRoute, readUnregister } from './requests.js';
+import { HttpRequestError, modelTenant, readQuery, readQueryByHash, readRegister, readRequestRef, readRoute, readUnregister } from './requests.js';
 import { dumpJson, scoresJson, workersJson } from './responses.js';
 
 export interface IndexerRoutesOptions {
@@ -31,6 +32,11 @@ export interface IndexerRoutesOptions {
   bodyLimit?: number;
   /** Told each answered lookup's handling time (parse, hash, look up, serialize), ms. */
   onQuery?: (route: '/query' | '/query_by_hash', ms: number) => void;
+  /**
+   * Told each request answered with an error: the route (`unmatched` for no route) and the
+   * status (400, 401, 404, 409, 413, 415, 503, 500, ...). Errors only: a success costs nothing.
+   */
+  onError?: (route: string, status: number) => void;
 }
 
 const JSON_TYPE = 'application/json; charset=utf-8';
@@ -45,16 +51,24 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
     // with JSON.parse for /query, whose numbers are u32 tokens (a 1,024-token body: 9 us
     // against 44 us lossless, which makes a bigint per token).
     api.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_req, body, done) => done(null, body));
+    const onError = options.onError ?? null;
     api.setErrorHandler((err: Error & { statusCode?: number }, req, reply) => {
       const status = err instanceof HttpRequestError ? err.statusCode : (err.statusCode ?? 500);
       if (status >= 500) req.log.error({ err }, 'indexer route failed');
+      onError?.(req.routeOptions.url ?? 'unmatched', status);
       void reply.code(status).type(JSON_TYPE).send(JSON.stringify({ error: err.message }));
+    });
+    // fastify's own 404 body is {"message","error","statusCode"}: every answer here is {"error"}.
+    api.setNotFoundHandler((req, reply) => {
+      onError?.('unmatched', 404);
+      void reply.code(404).type(JSON_TYPE).send(JSON.stringify({ error: `no route ${req.method} ${showValue(req.url)}` }));
     });
 
     const auth = async (req: FastifyRequest, reply: FastifyReply): Promise<void> => {
       if (token === null) return;
       const got = Buffer.from(req.headers.authorization ?? '');
       if (got.length !== token.length || !timingSafeEqual(got, token)) {
+        onError?.(req.routeOptions.url ?? 'unmatched', 401);
         await reply.code(401).type(JSON_TYPE).send('{"error":"unauthorized"}');
       }
     };
@@ -80,7 +94,7 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
       // The usual body shape is read from its bytes (query-body.ts); anything else the general way.
       const q = queryBodies.read(bytes(req.body)) ?? readQuery(plain(req.body));
       const entry = registry.index(q.modelName, q.tenantId);
-      if (entry === undefined) throw new HttpRequestError(`no index for model '${q.modelName}' tenant '${q.tenantId}'`, 404);
+      if (entry === undefined) throw new HttpRequestError(`no index for ${modelTenant(q.modelName, q.tenantId)}`, 404);
       const hashes = computeBlockHashes(q.tokenIds, entry.index.blockSize, { loraName: q.loraName });
       const body = scoresJson(entry.index.query(hashes), entry.index.blockSize);
       onQuery?.('/query', performance.now() - t0);
@@ -91,7 +105,7 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
       const t0 = onQuery === null ? 0 : performance.now();
       const q = readQueryByHash(lossless(req.body));
       const entry = registry.index(q.modelName, q.tenantId);
-      if (entry === undefined) throw new HttpRequestError(`no index for model '${q.modelName}' tenant '${q.tenantId}'`, 404);
+      if (entry === undefined) throw new HttpRequestError(`no index for ${modelTenant(q.modelName, q.tenantId)}`, 404);
       const body = scoresJson(entry.index.query(q.blockHashes), entry.index.blockSize);
       onQuery?.('/query_by_hash', performance.now() - t0);
       return reply.type(JSON_TYPE).send(body);
@@ -100,9 +114,9 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
     api.post('/route', { onRequest: auth }, async (req, reply) => {
       const r = readRoute(plain(req.body));
       const router = registry.router(r.modelName, r.tenantId);
-      if (router === undefined) throw new HttpRequestError(`no index for model '${r.modelName}' tenant '${r.tenantId}'`, 404);
+      if (router === undefined) throw new HttpRequestError(`no index for ${modelTenant(r.modelName, r.tenantId)}`, 404);
       const candidates = registry.candidates(r.modelName, r.tenantId);
-      if (candidates.length === 0) throw new HttpRequestError(`no worker registered for model '${r.modelName}' tenant '${r.tenantId}'`, 503);
+      if (candidates.length === 0) throw new HttpRequestError(`no worker registered for ${modelTenant(r.modelName, r.tenantId)}`, 503);
       const options: RouteOptions = { candidates, loraName: r.loraName, overrides: r.overrides };
       if (r.requestId !== null) options.requestId = r.requestId;
       if (r.expectedOutputTokens !== null) options.expectedOutputTokens = r.expectedOutputTokens;
@@ -123,7 +137,7 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
       api.post(path, { onRequest: auth }, async (req, reply) => {
         const r = readRequestRef(plain(req.body));
         const router = registry.router(r.modelName, r.tenantId);
-        if (router === undefined) throw new HttpRequestError(`no index for model '${r.modelName}' tenant '${r.tenantId}'`, 404);
+        if (router === undefined) throw new HttpRequestError(`no index for ${modelTenant(r.modelName, r.tenantId)}`, 404);
         return reply.type(JSON_TYPE).send(`{"ok":${act(router, r.requestId)}}`);
       });
     }

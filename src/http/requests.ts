@@ -7,6 +7,7 @@
  */
 
 import type { RouteOverrides } from '../router/select-worker.js';
+import { showValue } from '../protocol/show-value.js';
 import { ErrorCode, KvIndexError } from '../errors.js';
 import type { JsonValue } from '../protocol/json-value.js';
 
@@ -22,6 +23,14 @@ export class HttpRequestError extends KvIndexError {
 }
 
 export const DEFAULT_TENANT = 'default';
+
+/**
+ * "model "m" tenant "t"" for a message, each name cut at 40 characters: a 404 once echoed a
+ * 7 MB model name whole (found by fuzzing).
+ */
+export function modelTenant(modelName: string, tenantId: string): string {
+  return `model ${showValue(modelName)} tenant ${showValue(tenantId)}`;
+}
 
 export interface RegisterRequest {
   instanceId: bigint;

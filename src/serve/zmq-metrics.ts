@@ -15,6 +15,8 @@
  * - `kvindex_zmq_listener_up`: 1 while its receive loop runs, 0 once it failed.
  * Per index (`model`, `tenant`): `kvindex_index_workers` (registered (instance, rank)s), and
  * once `/route` was asked for it, route-metrics.ts's series (requests in flight, expired, ...).
+ * Errors: `kvindex_http_errors_total{route,status}` (401s show token failures; `unmatched`: no
+ * such route), counted on the error paths only.
  * Lookups: `kvindex_http_query_ms{route}` (/query, /query_by_hash), Dynamo's lookup buckets
  * (0.01 ms x 3^k, 17 buckets). Process: prom-client's default metrics.
  *
@@ -42,6 +44,7 @@ const labelsOf = (l: ListenerEntry): Record<ListenerLabel, string> => ({
 export class ZmqServeMetrics {
   readonly registry = new Registry();
   private readonly queries: Histogram<'route'>;
+  private readonly errors: Counter<'route' | 'status'>;
 
   constructor(private readonly engines: EngineRegistry, processMetrics = true) {
     const reg = this.registry;
@@ -102,6 +105,12 @@ export class ZmqServeMetrics {
     registerRouteMetrics(reg, ['model', 'tenant'], function* (): Iterable<RouterSeries> {
       for (const ix of engines.indexes()) if (ix.router !== null) yield { labels: { model: ix.modelName, tenant: ix.tenantId }, router: ix.router };
     });
+    this.errors = new Counter({
+      name: 'kvindex_http_errors_total',
+      help: 'Requests answered with an error, by route (unmatched: no route) and status (401: a wrong or missing token)',
+      labelNames: ['route', 'status'] as const,
+      registers: [reg],
+    });
     this.queries = new Histogram({
       name: 'kvindex_http_query_ms',
       help: 'Time to answer a lookup over HTTP (parse, hash, look up, serialize), ms',
@@ -109,6 +118,11 @@ export class ZmqServeMetrics {
       buckets: exponentialBuckets(0.01, 3, 17),
       registers: [reg],
     });
+  }
+
+  /** Counts one error answer (the routes' `onError`). */
+  observeError(route: string, status: number): void {
+    this.errors.inc({ route, status: String(status) });
   }
 
   /** Records one lookup's duration (the routes' `onQuery`). */
