@@ -110,6 +110,11 @@ describe('credential redaction (no server)', () => {
     expect(resolveServers('a:1,b:2')).toEqual(['a:1', 'b:2']);
     expect(resolveServers('u:p@a:1,u:p@b:2')).toEqual(['u:p@a:1', 'u:p@b:2']);
     expect(resolveServers(`nats://alice:Sec${encodeURIComponent(',')}ret99@127.0.0.1:1`)).toHaveLength(1);
+    // Not a URL at all: an option error at once, without the text (it may hold a secret).
+    for (const [list, bad] of [['not a url', 'not a url'], ['nats://127.0.0.1:1,nats://h:p0rt', 'p0rt'], ['nats://s3cr et@h:1 x', 's3cr']] as const) {
+      expect(() => resolveServers(list), list).toThrow(expect.objectContaining({ code: 'KVX_INVALID_OPTION', message: expect.not.stringContaining(bad) as unknown }));
+    }
+    expect(resolveServers('nats://alice:Sec/ret99@127.0.0.1:1')).toHaveLength(1);
   });
 
   it('takes credentials from the environment when neither options nor the URL give them', () => {

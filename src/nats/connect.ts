@@ -60,6 +60,15 @@ export function resolveServers(servers?: string | string[]): string[] {
       throw new KvIndexError(ErrorCode.InvalidOption, `servers: URL ${i + 1} of the list holds user info but no scheme, after a URL without user info: a comma inside a password or token? Write it as %2C, or pass the credentials as options`);
     }
   }
+  for (let i = 0; i < urls.length; i++) {
+    // Not a URL at all ('not a url'): an option error at once, not a connect retried until the
+    // budget ends and reported as an unreachable server (found by fuzzing). Never echoed: it may
+    // hold credentials.
+    const u = redactUrl(urls[i]!); // user info aside: raw passwords may hold '/'
+    if (!URL.canParse(u.includes('://') ? u : `nats://${u}`)) {
+      throw new KvIndexError(ErrorCode.InvalidOption, `servers: URL ${i + 1} of the list is not a URL (nats://[user:pass@]host:port)`);
+    }
+  }
   return urls;
 }
 
