@@ -11,6 +11,7 @@ import { computeBlockHashes, computeSequenceHashes } from '../src/hash/block-has
 import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import type { RouterEvent } from '../src/protocol/types.js';
 import { KvRouter } from '../src/router/kv-router.js';
+import { formatActiveSequenceEvent, parseActiveSequenceEvent, type ActiveSequenceEvent } from '../src/router/sequence-event.js';
 import { seededRandom } from '../src/router/random.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 
@@ -107,8 +108,20 @@ describe('KvRouter: decisions and lifecycle', () => {
     expect(code(() => router.route(tokens(1, 2), { candidates: [{ workerId: 5 as never, dpRank: 0 }] }))).toBe(ErrorCode.InvalidField);
     expect(code(() => router.route(tokens(1, 2), { overrides: 5 as never }))).toBe(ErrorCode.InvalidOption);
     expect(code(() => router.route(tokens(1, 2), { expectedOutputTokens: -1 }))).toBe(ErrorCode.InvalidField);
+    // Token counts are u32, as replicas parse them: larger ones were recorded here, refused by
+    // every replica, and 2^53-1 left a load at -1 once marked.
+    expect(code(() => router.route(tokens(1, 2), { expectedOutputTokens: 2 ** 32 }))).toBe(ErrorCode.InvalidField);
+    const local = computeBlockHashes(tokens(1, 2), BS);
+    expect(code(() => router.routeBlocks(local, 2 ** 32))).toBe(ErrorCode.InvalidField);
+    expect(code(() => router.routeBlocks(local, Number.MAX_SAFE_INTEGER))).toBe(ErrorCode.InvalidField);
     expect(code(() => router.route(null as never))).toBe(ErrorCode.InvalidField);
     expect(router.sequences.size).toBe(1); // only 'x': nothing of the failed calls was recorded
+    const events: ActiveSequenceEvent[] = [];
+    const edge = new KvRouter({ indexer: new RadixTree(), blockSize: BS, workers, onSequenceEvent: (e) => events.push(e) });
+    edge.routeBlocks(local, 2 ** 32 - 1, { expectedOutputTokens: 2 ** 32 - 1, requestId: 'max' });
+    const replica = new KvRouter({ indexer: new RadixTree(), blockSize: BS, workers });
+    expect(replica.sequences.applyEvent(parseActiveSequenceEvent(formatActiveSequenceEvent(events[0]!)))).toBe(true);
+    expect(replica.sequences.load(events[0]!.workerId)).toEqual(edge.sequences.load(events[0]!.workerId));
   });
 
   it('routeBlocks on hashes computed by the caller decides as route on the tokens', () => {

@@ -17,7 +17,8 @@
  * Routine inconsistencies (a duplicate id, freeing an unknown id) are counted, not thrown.
  */
 import { ErrorCode, KvIndexError } from '../errors.js';
-import type { ActiveSequenceEvent } from './sequence-event.js';
+import { showValue } from '../protocol/show-value.js';
+import { MAX_TOKEN_COUNT, type ActiveSequenceEvent } from './sequence-event.js';
 
 export interface ActiveSequencesOptions {
   /** Tokens per block: a request's prefill defaults to its blocks times this. */
@@ -137,9 +138,16 @@ export class ActiveSequences {
     checkIds(requestId, workerId, dpRank);
     const track = options.trackPrefillTokens ?? true;
     const prefillTokens = options.prefillTokens ?? null;
-    if (prefillTokens !== null && !(Number.isSafeInteger(prefillTokens) && prefillTokens >= 0)) field(`prefillTokens: expected an integer >= 0, got ${String(prefillTokens)}`);
+    // u32, as a replica's parser reads them (sequence-event.ts): larger counts were recorded
+    // here and refused by every replica, and sums of counts near 2^53 rounded until a load
+    // stayed at -1 and failed every later route (found by fuzzing).
+    if (prefillTokens !== null && !(Number.isInteger(prefillTokens) && prefillTokens >= 0 && prefillTokens <= MAX_TOKEN_COUNT)) {
+      field(`prefillTokens: expected an integer from 0 to ${MAX_TOKEN_COUNT}, got ${showValue(prefillTokens)}`);
+    }
     const out = options.expectedOutputTokens ?? null;
-    if (out !== null && !(Number.isSafeInteger(out) && out >= 0)) field(`expectedOutputTokens: expected an integer >= 0, got ${String(out)}`);
+    if (out !== null && !(Number.isInteger(out) && out >= 0 && out <= MAX_TOKEN_COUNT)) {
+      field(`expectedOutputTokens: expected an integer from 0 to ${MAX_TOKEN_COUNT}, got ${showValue(out)}`);
+    }
     const now = this.#now();
     this.#maybeExpire(now);
     const lora = options.loraName ?? null;

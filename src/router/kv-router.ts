@@ -23,7 +23,8 @@ import { createMatchResult, type MatchResult } from '../tree/match-result.js';
 import { RadixTree } from '../tree/radix-tree.js';
 import { ActiveSequences } from './active-sequences.js';
 import { ApproxIndex } from './approx-index.js';
-import type { ActiveSequenceEvent } from './sequence-event.js';
+import { showValue } from '../protocol/show-value.js';
+import { MAX_TOKEN_COUNT, type ActiveSequenceEvent } from './sequence-event.js';
 import {
   checkCandidate,
   resolveSelectorConfig,
@@ -190,8 +191,10 @@ export class KvRouter {
    */
   routeBlocks(local: BigUint64Array, tokenCount: number, options: RouteOptions = {}): RouteDecision {
     if (!(local instanceof BigUint64Array)) throw new KvIndexError(ErrorCode.InvalidField, 'local: expected a BigUint64Array');
-    if (!Number.isSafeInteger(tokenCount) || tokenCount < local.length * this.#blockSize) {
-      throw new KvIndexError(ErrorCode.InvalidField, `tokenCount: expected an integer >= ${local.length * this.#blockSize}, got ${String(tokenCount)}`);
+    // At most a u32, as replicas read token counts (sequence-event.ts): 2^53-1 was taken, and
+    // its prefill left the worker's load at -1 once marked, failing every later route (fuzzing).
+    if (!Number.isInteger(tokenCount) || tokenCount < local.length * this.#blockSize || tokenCount > MAX_TOKEN_COUNT) {
+      throw new KvIndexError(ErrorCode.InvalidField, `tokenCount: expected an integer from ${local.length * this.#blockSize} to ${MAX_TOKEN_COUNT}, got ${showValue(tokenCount)}`);
     }
     return this.#decide(local, tokenCount, options, performance.now());
   }
