@@ -189,6 +189,29 @@ describe('KvRouter: approximate and predicted indexes', () => {
     expect(tree.findMatches(computeBlockHashes(t, BS)).scores.size).toBe(0);
   });
 
+  it('approximate mode: removeWorker takes the worker\'s routed blocks out of the index, statuses ok', () => {
+    const clock = { t: 0 };
+    const tree = new RadixTree();
+    const statuses: string[] = [];
+    const indexer = {
+      findMatchesInto: tree.findMatchesInto.bind(tree),
+      applyEvent: (e: RouterEvent) => statuses.push(tree.applyEvent(e)),
+    };
+    const router = new KvRouter({ indexer, blockSize: BS, workers, approximate: true, approximateTtlMs: 1000, now: () => clock.t, random: seededRandom(4) });
+    const t = tokens(1, 4);
+    const d = router.route(t, { requestId: 'a' });
+    router.route(tokens(1, 2), { requestId: 'b', candidates: [{ workerId: d.workerId, dpRank: 0 }] }); // a prefix again
+    expect(tree.blockCount(d.workerId)).toBe(4);
+    router.removeWorker(d.workerId);
+    // Gone at once, deepest first (no block_not_found); they once stayed for good, and a
+    // re-added worker got overlap from decisions many TTLs old.
+    expect(tree.blockCount(d.workerId)).toBe(0);
+    expect(statuses).toEqual(['ok', 'ok', 'ok']);
+    clock.t = 10_000;
+    router.addWorker(d.workerId);
+    expect(router.route(t, { requestId: 'c' }).overlapBlocks).toBe(0);
+  });
+
   it('predicted index: a sibling follows its first request before any Stored event; it expires after its TTL', () => {
     const clock = { t: 0 };
     const tree = new RadixTree();

@@ -134,12 +134,21 @@ export class ApproxIndex {
     return n;
   }
 
-  /** Forgets a worker's timers (call with the index's own `removeWorker`). */
-  removeWorker(workerId: bigint): void {
+  /**
+   * Removes a worker's routed blocks from the target (one synthetic Removed event, deepest
+   * first, so no removal detaches a block still to be named) and forgets their timers. Timers
+   * alone were forgotten before: the blocks then stayed in the index for good, outside the
+   * size budget, and gave a re-added worker overlap from decisions long expired (found by
+   * fuzzing). Returns how many blocks it removed.
+   */
+  removeWorker(workerId: bigint): number {
     const timers = this.#timers.get(workerId);
-    if (timers === undefined) return;
+    if (timers === undefined) return 0;
     this.#live -= timers.size;
     this.#timers.delete(workerId);
+    const blocks = [...timers].sort((a, b) => b[1].pos - a[1].pos).map(([h]) => h);
+    this.#target.applyEvent({ workerId, event: { eventId: this.#eventId++, data: { type: 'removed', blockHashes: blocks } } });
+    return blocks.length;
   }
 
   /** Pops live timers expiring at or before `until` while more than `floor` are live. */
