@@ -49,6 +49,8 @@ export interface SnapshotReport {
   events: number;
   bytes: number;
   encoding: SnapshotEncoding;
+  /** False when a newer snapshot of another router was stored already (this one was dropped). */
+  uploaded: boolean;
   /** Messages ≤ this sequence were purged (null: nothing purged). */
   purgedThrough: number | null;
   purged: number;
@@ -162,10 +164,19 @@ export async function takeSnapshot(
   const streamSeq = coveredSeq();
   const bytes = await ctx.indexer.dumpSnapshot(encoding);
   const dumpMs = performance.now() - started;
-  await uploadSnapshot(ctx.js, names, bytes, { streamSeq, encoding });
+  // Routers snapshot independently (each at its threshold), so two may race. Three rules keep
+  // the stored snapshot covering everything the stream no longer holds (without them, an older
+  // snapshot uploaded late overwrote a newer one after its purge: a new router restored it and
+  // missed the purged events while reporting ready; found by fuzzing):
+  // 1. never overwrite a newer snapshot of this stream;
+  const stored = await storedSnapshotSeq(ctx.js, names);
+  const newer = stored !== null && stored >= streamSeq && stored <= (await streamState(jsm, names.stream)).last_seq;
+  if (!newer) await uploadSnapshot(ctx.js, names, bytes, { streamSeq, encoding });
   const uploadMs = performance.now() - started - dumpMs;
+  // 2. never purge past the snapshot stored now (whoever uploaded it);
   const after = await lowestAckFloor(jsm, names.stream);
-  const through = after.floor === null ? null : Math.min(after.floor, streamSeq);
+  const storedNow = await storedSnapshotSeq(ctx.js, names);
+  const through = after.floor === null || storedNow === null ? null : Math.min(after.floor, streamSeq, storedNow);
   let purged = 0;
   if (through !== null && through >= first) {
     try {
@@ -175,18 +186,23 @@ export async function takeSnapshot(
       throw wrap(`purge ${names.stream} through ${through}`, err);
     }
   }
+  // 3. after acting, check: if the stream starts past what the stored snapshot covers (another
+  // router's upload or purge came between), snapshot again from this router's current state.
+  // Whoever acts last checks last, so the races settle on a covering snapshot.
+  await healStoredSnapshot(ctx, encoding, coveredSeq);
   const report: SnapshotReport = {
     streamSeq,
     events: snapshotEventCount(bytes, encoding),
     bytes: bytes.length,
     encoding,
+    uploaded: !newer,
     purgedThrough: purged > 0 ? through : null,
     purged,
     durationMs: Math.round(performance.now() - started),
   };
   logger?.info(
     { ...report, bucket: names.bucket, key: names.snapshotKey, dumpMs: Math.round(dumpMs), uploadMs: Math.round(uploadMs) },
-    `snapshot of ${report.events} events (${report.bytes} bytes) uploaded and ${purged} messages purged in ${report.durationMs} ms`,
+    `snapshot of ${report.events} events (${report.bytes} bytes) ${newer ? 'not uploaded (a newer one is stored)' : 'uploaded'} and ${purged} messages purged in ${report.durationMs} ms`,
   );
   return report;
 }
@@ -415,6 +431,51 @@ async function skipped(ctx: SnapshotContext, err: KvIndexError, loaded: Set<bigi
     'the snapshot cannot be read and was SKIPPED (--on-bad-snapshot skip): the index holds only what the stream still has, so it is PARTIAL and reports not ready until a new snapshot is taken',
   );
   return { resumeAfter: 0, outcome: 'skipped', events: 0, bytes: 0, downloads: 0, durationMs: Math.round(performance.now() - started) };
+}
+
+/** Re-snapshot rounds `healStoredSnapshot` makes at most (each one an upload that can race). */
+const HEAL_ROUNDS = 3;
+
+/**
+ * Makes the stored snapshot cover every event the stream no longer holds (rule 3 in
+ * `takeSnapshot`): while the stored `stream_seq` + 1 is below the stream's first sequence,
+ * uploads a new snapshot of this router's current state, if that covers the gap.
+ */
+async function healStoredSnapshot(ctx: SnapshotContext, encoding: SnapshotEncoding, coveredSeq: () => number): Promise<void> {
+  const { jsm, names, logger } = ctx;
+  for (let round = 0; round < HEAL_ROUNDS; round++) {
+    const first = (await streamState(jsm, names.stream)).first_seq;
+    const stored = await storedSnapshotSeq(ctx.js, names);
+    if ((stored ?? 0) + 1 >= first) return;
+    const seq = coveredSeq();
+    if (seq + 1 < first) {
+      logger?.error({ stream: names.stream, storedSeq: stored, firstSeq: first, appliedSeq: seq }, 'the stored snapshot misses purged events and this router cannot cover them');
+      return;
+    }
+    logger?.warn({ stream: names.stream, storedSeq: stored, firstSeq: first, appliedSeq: seq }, 'the stored snapshot misses purged events (a concurrent snapshot): snapshotting again');
+    const bytes = await ctx.indexer.dumpSnapshot(encoding);
+    await uploadSnapshot(ctx.js, names, bytes, { streamSeq: seq, encoding });
+  }
+}
+
+/** The stored snapshot's `stream_seq`, or null (no bucket, no object, or a snapshot without it). */
+export async function storedSnapshotSeq(js: JetStreamClient, names: KvNames): Promise<number | null> {
+  let info: ObjectInfo | null;
+  try {
+    info = await (await js.views.os(names.bucket)).info(names.snapshotKey);
+  } catch (err) {
+    throw wrap(`info ${names.bucket}/${names.snapshotKey}`, err);
+  }
+  if (info === null || info.deleted) return null;
+  return readMeta(info).streamSeq;
+}
+
+async function streamState(jsm: JetStreamManager, stream: string): Promise<{ first_seq: number; last_seq: number }> {
+  try {
+    return (await jsm.streams.info(stream)).state;
+  } catch (err) {
+    throw wrap(`stream info ${stream}`, err);
+  }
 }
 
 async function firstSeq(jsm: JetStreamManager, stream: string): Promise<number> {

@@ -1,0 +1,129 @@
+/**
+ * Two routers snapshotting at once, against a real nats-server: router B dumps at sequence 100
+ * and its upload is slow (held inside the nats.js object store client: the only simulated
+ * part), router A snapshots at 150 and purges through 150, then B's older snapshot lands. A new
+ * router C must still restore every event: once it restored B's snapshot (100), resumed at 151
+ * and missed 101-150 while reporting ready (found by fuzzing).
+ */
+import { connect, type JetStreamClient, type NatsConnection, type ObjectStore } from 'nats';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
+import { KvEventPublisher } from '../src/nats/publisher.js';
+import { KvEventSubscriber } from '../src/nats/subscriber.js';
+import { storedSnapshotSeq } from '../src/nats/snapshot.js';
+import { kvNames } from '../src/nats/names.js';
+import type { RouterEvent } from '../src/protocol/types.js';
+import { RadixTree } from '../src/tree/radix-tree.js';
+import { NATS_SKIP_MESSAGE, natsServerInstalled, useNatsServer } from './support/nats-server.js';
+
+const installed = natsServerInstalled();
+if (!installed) console.warn(NATS_SKIP_MESSAGE);
+
+const closers: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  for (const c of closers.splice(0).reverse()) await c();
+});
+
+interface Gate {
+  /** Uploads wait for it while set. */
+  held: Promise<void> | null;
+  /** Called when an upload starts waiting. */
+  onWait: () => void;
+}
+
+/** A connection whose object store uploads wait while `gate.held` is set. */
+async function slowUploads(url: string, gate: Gate): Promise<NatsConnection> {
+  const nc = await connect({ servers: url });
+  const jetstream = nc.jetstream.bind(nc);
+  nc.jetstream = (...args: Parameters<NatsConnection['jetstream']>): JetStreamClient => {
+    const js = jetstream(...args);
+    const views = js.views;
+    const os = views.os.bind(views);
+    views.os = async (...a: Parameters<typeof os>): Promise<ObjectStore> => {
+      const store = await os(...a);
+      const put = store.putBlob.bind(store);
+      store.putBlob = async (...p: Parameters<typeof put>) => {
+        if (gate.held !== null) {
+          gate.onWait();
+          await gate.held;
+        }
+        return put(...p);
+      };
+      return store;
+    };
+    Object.defineProperty(js, 'views', { value: views }); // a getter: each read made new views
+    return js;
+  };
+  return nc;
+}
+
+describe.skipIf(!installed)('concurrent snapshots', () => {
+  const env = useNatsServer();
+
+  it('an older snapshot uploaded late never leaves the store short of purged events', async () => {
+    const url = env.server.url;
+    const ns = 'snaprace';
+    const model = new RadixTree();
+    let eventId = 0n;
+    const ev = (i: number): RouterEvent => ({ workerId: 1n + BigInt(i % 3), event: { eventId: eventId++, data: { type: 'stored', parentHash: null, blocks: [{ blockHash: 1000n + BigInt(i), tokensHash: 5000n + BigInt(i) }] } } });
+    const pub = await KvEventPublisher.connect({ servers: url, namespace: ns, component: 'c' });
+    closers.push(() => pub.close());
+    const publish = async (from: number, to: number): Promise<number> => {
+      let last = 0;
+      for (let i = from; i < to; i++) {
+        const e = ev(i);
+        last = await pub.publish(e);
+        model.applyEvent(e);
+      }
+      return last;
+    };
+    const router = async (name: string, connection?: NatsConnection): Promise<{ indexer: ShardedIndexer; sub: KvEventSubscriber }> => {
+      const indexer = await ShardedIndexer.create({ shards: 0, blockSize: 16, keepWarmMs: 0 });
+      const sub = await KvEventSubscriber.start({ indexer, namespace: ns, component: 'c', ...(connection ? { connection } : { servers: url }), snapshotThreshold: null, consumerName: name });
+      closers.push(() => indexer.close(), () => sub.close());
+      return { indexer, sub };
+    };
+    const gate: Gate = { held: null, onWait: () => undefined };
+    const ncB = await slowUploads(url, gate);
+    closers.push(() => ncB.close());
+    const a = await router('router-a');
+    const b = await router('router-b', ncB);
+
+    let last = await publish(0, 100);
+    await a.sub.waitForSeq(last);
+    await b.sub.waitForSeq(last);
+    let release = (): void => undefined;
+    gate.held = new Promise((r) => {
+      release = r;
+    });
+    const waiting = new Promise<void>((r) => {
+      gate.onWait = r;
+    });
+    const snapB = b.sub.snapshotNow(); // dumps at 100; its upload waits
+    await waiting;
+    last = await publish(100, 150);
+    await a.sub.waitForSeq(last);
+    await b.sub.waitForSeq(last);
+    // Both ack floors must reach 150 for A to purge that far (a liveness bound only).
+    const floorsAt = async (seq: number): Promise<boolean> => {
+      const jsm = await env.nc.jetstreamManager();
+      const consumers = await jsm.consumers.list(kvNames(ns, 'c').stream).next();
+      return consumers.every((c) => c.ack_floor.stream_seq >= seq);
+    };
+    for (let i = 0; i < 500 && !(await floorsAt(last)); i++) await new Promise((r) => setTimeout(r, 20));
+    const snapA = await a.sub.snapshotNow();
+    expect(snapA).toMatchObject({ streamSeq: 150, purgedThrough: 150 });
+    gate.held = null;
+    release();
+    expect(await snapB).toMatchObject({ streamSeq: 100 });
+
+    // The store covers every purged event again, and a new router restores all of them.
+    expect(await storedSnapshotSeq(env.nc.jetstream(), kvNames(ns, 'c'))).toBeGreaterThanOrEqual(150);
+    const c = await router('router-c');
+    await c.sub.waitForSeq(last);
+    const restored = new RadixTree();
+    for (const e of await c.indexer.dumpEvents()) restored.applyEvent(e);
+    expect(restored.size).toBe(model.size);
+    expect(restored.size).toBe(150);
+  });
+});
