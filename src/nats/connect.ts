@@ -303,6 +303,41 @@ export function wrap(what: string, err: unknown): NatsError {
   return new NatsError(NatsErrorCode.RequestFailed, `${what}: ${reason(err)}`, { cause: err });
 }
 
+/** How long start-up retries a JetStream request that timed out or found no responder, ms. */
+export const STARTUP_RETRY_MS = 60_000;
+
+/** The nats.js codes of `err` and its causes. */
+function natsCodes(err: unknown): string[] {
+  const out: string[] = [];
+  for (let e = err, depth = 0; e instanceof Error && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string') out.push(code);
+  }
+  return out;
+}
+
+/**
+ * Runs a start-up step, again while it fails on a passing outage (a request timed out, the
+ * connection dropped, or, unless `noRespondersIsFinal`, no JetStream answered: a restarting
+ * server), 250 ms apart, for up to `budgetMs`; other failures throw at once. A nats-server
+ * restarted while `kvindex serve` started made it exit on its first timed-out request, though
+ * a running router rides out any outage (found by fuzzing). The step must be safe to repeat.
+ */
+export async function retryStartup<T>(what: string, step: () => Promise<T>, logger?: Logger, budgetMs = STARTUP_RETRY_MS, noRespondersIsFinal = false): Promise<T> {
+  const deadline = Date.now() + budgetMs;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await step();
+    } catch (err) {
+      const codes = natsCodes(err);
+      const passing = codes.some((c) => c === 'TIMEOUT' || c === 'DISCONNECT' || (c === '503' && !noRespondersIsFinal));
+      if (!passing || Date.now() + 250 > deadline) throw err;
+      logger?.warn({ step: what, attempt, err: reason(err) }, 'start-up step failed on a NATS outage: retrying');
+      await sleep(250);
+    }
+  }
+}
+
 export function sleep(ms: number): Promise<void> {
   return new Promise((res) => setTimeout(res, ms));
 }

@@ -30,7 +30,7 @@ import {
 import type { Logger } from 'pino';
 import { ErrorCode, KvIndexError } from '../errors.js';
 import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
-import { connectNats, createDurableConsumer, ensureStream, openJetStream, sleep } from './connect.js';
+import { connectNats, createDurableConsumer, ensureStream, openJetStream, retryStartup, sleep } from './connect.js';
 import { API_CONSUMER_NOT_FOUND, isApiError, reason } from './errors.js';
 import { MessageIntake } from './intake.js';
 import { kvNames, type KvNames } from './names.js';
@@ -151,11 +151,14 @@ export class KvEventSubscriber {
         name: `kvindex-router-${o.consumerName}`,
       }));
     try {
-      const jet = await openJetStream(nc);
-      await ensureStream(jet.jsm, names, o.streamMaxAgeS, logger);
-      const restored = await restoreSnapshot({ ...jet, names, indexer: options.indexer, logger: logger ?? null }, o.resetStates, o.onBadSnapshot);
+      // Each step is retried through a passing outage (retryStartup); a server without
+      // JetStream (no responder at all) still fails at once. The restore is safe to repeat: it
+      // applies nothing until the snapshot is downloaded whole.
+      const jet = await retryStartup('open JetStream', () => openJetStream(nc), logger, undefined, true);
+      await retryStartup('stream', () => ensureStream(jet.jsm, names, o.streamMaxAgeS, logger), logger);
+      const restored = await retryStartup('restore', () => restoreSnapshot({ ...jet, names, indexer: options.indexer, logger: logger ?? null }, o.resetStates, o.onBadSnapshot), logger);
       const sub = new KvEventSubscriber(o, options, names, nc, jet, restored);
-      await sub.createConsumer();
+      await retryStartup('consumer', () => sub.createConsumer(), logger);
       sub.watchConnection();
       sub.loopDone = sub.loop();
       sub.snapshots.start();
