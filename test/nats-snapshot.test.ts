@@ -248,6 +248,33 @@ describe.skipIf(!installed)('snapshots', () => {
     }
   });
 
+  it('a snapshot of an earlier stream of the same name (stream deleted and made again) is not loaded', async () => {
+    // Its stream_seq (500) is past the new stream's end: loading it once resumed after 500 and
+    // skipped the new stream's events, serving the old stream's blocks instead.
+    const { events } = await workloadSlice(80);
+    const names = kvNames('reborn', 'backend');
+    const os = await env.nc.jetstream().views.os(names.bucket);
+    const old = events.slice(0, 10);
+    const meta = { stream_seq: '500', encoding: 'bincode' };
+    await os.putBlob({ name: names.snapshotKey, metadata: meta }, encodeSnapshot(old, 'bincode'));
+    const fresh = events.slice(10);
+    const pub = await KvEventPublisher.connect({ namespace: 'reborn', component: 'backend', connection: env.nc });
+    const { lastSeq } = await pub.publishAll(fresh);
+    expect(lastSeq).toBeLessThan(500);
+    const reference = new RadixTree();
+    for (const e of fresh) reference.applyEvent(e);
+    const ix = await ShardedIndexer.create({ shards: 0, blockSize: 64 });
+    const router = await KvEventSubscriber.start({ indexer: ix, namespace: 'reborn', component: 'backend', connection: env.nc });
+    try {
+      expect(router.restored).toMatchObject({ outcome: 'foreign', resumeAfter: 0, events: 0 });
+      await router.waitForSeq(lastSeq);
+      expect(dumpTuples(await ix.dumpEvents())).toEqual(dumpTuples(reference.dumpEvents()));
+    } finally {
+      await router.close();
+      await ix.close();
+    }
+  });
+
   it('resetStates purges the stream and deletes the bucket instead of loading', async () => {
     const { events } = await workloadSlice(200);
     const names = kvNames('reset', 'backend');

@@ -61,8 +61,12 @@ export interface SnapshotReport {
 export interface RestoreReport {
   /** Where the stream resumes: after this sequence (0 = from the start). */
   resumeAfter: number;
-  /** 'restored', 'none' (no bucket or no object), 'reset' (resetStates) or 'skipped' (a bad snapshot with onBadSnapshot 'skip'). */
-  outcome: 'restored' | 'none' | 'reset' | 'skipped';
+  /**
+   * 'restored', 'none' (no bucket or no object), 'reset' (resetStates), 'skipped' (a bad
+   * snapshot with onBadSnapshot 'skip') or 'foreign' (a snapshot of an earlier stream of the
+   * same name: its `stream_seq` is past the stream's last sequence; not loaded).
+   */
+  outcome: 'restored' | 'none' | 'reset' | 'skipped' | 'foreign';
   events: number;
   bytes: number;
   downloads: number;
@@ -377,6 +381,20 @@ export async function restoreSnapshot(ctx: SnapshotContext, resetStates: boolean
     );
     return { resumeAfter: 0, outcome: 'none', events: 0, bytes: 0, downloads: 0, durationMs: Math.round(performance.now() - started) };
   }
+  // A stream_seq past the stream's last sequence cannot be this stream's (sequences only grow,
+  // a purge keeps the last): the stream was deleted and created again under the same name while
+  // the bucket stayed. Loading it resumed after that sequence and skipped every event of the new
+  // stream up to it; its content is the old stream's. It is left alone and not loaded.
+  if (snap.meta.streamSeq !== null) {
+    const last = (await streamState(jsm, names.stream)).last_seq;
+    if (snap.meta.streamSeq > last) {
+      logger?.warn(
+        { bucket: names.bucket, key: names.snapshotKey, streamSeq: snap.meta.streamSeq, streamLastSeq: last },
+        'the stored snapshot is of an earlier stream of this name (its stream_seq is past the stream): not loaded, consuming the stream from the start',
+      );
+      return { resumeAfter: 0, outcome: 'foreign', events: 0, bytes: snap.bytes.length, downloads: snap.downloads, durationMs: Math.round(performance.now() - started) };
+    }
+  }
   const downloadMs = performance.now() - started;
   if (!snap.stable) {
     logger?.warn({ downloads: snap.downloads }, 'snapshot kept changing while downloading: using the last download');
@@ -444,8 +462,9 @@ const HEAL_ROUNDS = 3;
 async function healStoredSnapshot(ctx: SnapshotContext, encoding: SnapshotEncoding, coveredSeq: () => number): Promise<void> {
   const { jsm, names, logger } = ctx;
   for (let round = 0; round < HEAL_ROUNDS; round++) {
-    const first = (await streamState(jsm, names.stream)).first_seq;
-    const stored = await storedSnapshotSeq(ctx.js, names);
+    const { first_seq: first, last_seq: last } = await streamState(jsm, names.stream);
+    const storedSeq = await storedSnapshotSeq(ctx.js, names);
+    const stored = storedSeq !== null && storedSeq <= last ? storedSeq : null; // past the stream: an earlier stream's
     if ((stored ?? 0) + 1 >= first) return;
     const seq = coveredSeq();
     if (seq + 1 < first) {
