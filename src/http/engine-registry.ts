@@ -131,6 +131,14 @@ export class EngineRegistry {
     this.#listeners.set(lk, { instanceId: r.instanceId, modelName: r.modelName, tenantId: r.tenantId, dpRank: r.dpRank, endpoint: r.endpoint, source });
   }
 
+  /** Whether another listener of `l`'s (instance, model, tenant) is registered with `rank`. */
+  #ownsRank(l: ListenerEntry, rank: number): boolean {
+    for (const o of this.#listeners.values()) {
+      if (o !== l && o.instanceId === l.instanceId && o.modelName === l.modelName && o.tenantId === l.tenantId && o.dpRank === rank) return true;
+    }
+    return false;
+  }
+
   /** Whether a listener feeds the index of (model, tenant). */
   #fed(modelName: string, tenantId: string): boolean {
     for (const l of this.#listeners.values()) if (l.modelName === modelName && l.tenantId === tenantId) return true;
@@ -162,14 +170,24 @@ export class EngineRegistry {
       ([, l]) => l.instanceId === r.instanceId && l.modelName === r.modelName && (r.tenantId === null || l.tenantId === r.tenantId) && (r.dpRank === null || l.dpRank === r.dpRank),
     );
     for (const [lk, l] of hit) {
-      this.#listeners.delete(lk);
+      // The listener stays registered until its blocks are gone: a registration of the same
+      // (instance, rank) accepted while the source closed (a replay can take its timeout) had
+      // its new blocks wiped by the clear below (found by fuzzing). It gets 409 meanwhile.
       await l.source.close();
       const ik = key(l.modelName, l.tenantId);
       const entry = this.#indexes.get(ik);
-      if (entry === undefined) continue; // dropped by a concurrent unregister of its last listener
-      entry.index.clear(l.instanceId, l.dpRank);
-      entry.index.exclude(l.instanceId, l.dpRank, false);
-      if (!this.#fed(l.modelName, l.tenantId) && !this.#starting.has(ik)) this.#indexes.delete(ik);
+      if (entry !== undefined) {
+        // Every rank the engine's batches were filed under (a batch's own data_parallel_rank
+        // may differ from the registered one), except ranks another listener of the instance
+        // registered: clearing only the registered rank left such blocks scored for good.
+        for (const rank of new Set([l.dpRank, ...l.source.ranks()])) {
+          if (rank !== l.dpRank && this.#ownsRank(l, rank)) continue;
+          entry.index.clear(l.instanceId, rank);
+          entry.index.exclude(l.instanceId, rank, false);
+        }
+      }
+      this.#listeners.delete(lk);
+      if (entry !== undefined && !this.#fed(l.modelName, l.tenantId) && !this.#starting.has(ik)) this.#indexes.delete(ik);
     }
     return hit.length;
   }

@@ -38,20 +38,28 @@ export function scoresJson(r: EngineScores, blockSize: number): string {
 const STATUS_ORDER = ['failed', 'pending', 'active', 'paused'];
 
 /**
- * `[{"instance_id":u64,"source":"zmq","status":...,"endpoints":{"<rank>":ep},
- * "listeners":{"<rank>":{"endpoint","status","last_error"?}}}]`, instances ascending; the
- * instance status is the worst of its listeners (failed > pending > active > paused).
+ * `[{"instance_id":u64,"model_name":..,"tenant_id":..,"source":"zmq","status":...,
+ * "endpoints":{"<rank>":ep},"listeners":{"<rank>":{"endpoint","status","last_error"?}}}]`, one
+ * item per (instance, model, tenant), instances ascending, then model and tenant; the status is
+ * the worst of its listeners (failed > pending > active > paused). (Items were per instance
+ * only: an instance registered for two models or tenants wrote each rank key twice, which a
+ * JSON parser reads as one; found by fuzzing.)
  */
 export function workersJson(listeners: ListenerEntry[]): string {
-  const byInstance = new Map<bigint, ListenerEntry[]>();
+  const groups = new Map<string, ListenerEntry[]>();
   for (const l of listeners) {
-    const list = byInstance.get(l.instanceId);
-    if (list === undefined) byInstance.set(l.instanceId, [l]);
+    const k = JSON.stringify([l.instanceId.toString(), l.modelName, l.tenantId]);
+    const list = groups.get(k);
+    if (list === undefined) groups.set(k, [l]);
     else list.push(l);
   }
-  const ids = [...byInstance.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-  const items = ids.map((id) => {
-    const ls = byInstance.get(id)!.sort((a, b) => a.dpRank - b.dpRank);
+  const order = (a: ListenerEntry, b: ListenerEntry): number =>
+    a.instanceId < b.instanceId ? -1 : a.instanceId > b.instanceId ? 1 : a.modelName < b.modelName ? -1 : a.modelName > b.modelName ? 1 : a.tenantId < b.tenantId ? -1 : a.tenantId > b.tenantId ? 1 : 0;
+  const sorted = [...groups.values()].sort((a, b) => order(a[0]!, b[0]!));
+  const items = sorted.map((group) => {
+    const first = group[0]!;
+    const id = first.instanceId;
+    const ls = group.sort((a, b) => a.dpRank - b.dpRank);
     const statuses = ls.map((l) => l.source.state);
     const status = STATUS_ORDER.find((s) => statuses.includes(s as never)) ?? 'active';
     const endpoints = ls.map((l) => `"${l.dpRank}":${JSON.stringify(l.endpoint)}`).join(',');
@@ -61,7 +69,7 @@ export function workersJson(listeners: ListenerEntry[]): string {
         return `"${l.dpRank}":{"endpoint":${JSON.stringify(l.endpoint)},"status":"${l.source.state}"${err === null ? '' : `,"last_error":${JSON.stringify(err)}`}}`;
       })
       .join(',');
-    return `{"instance_id":${id},"source":"zmq","status":"${status}","endpoints":{${endpoints}},"listeners":{${listenersText}}}`;
+    return `{"instance_id":${id},"model_name":${JSON.stringify(first.modelName)},"tenant_id":${JSON.stringify(first.tenantId)},"source":"zmq","status":"${status}","endpoints":{${endpoints}},"listeners":{${listenersText}}}`;
   });
   return `[${items.join(',')}]`;
 }

@@ -79,15 +79,35 @@ export class EngineIndex {
     return this.#tree(tier, rank).applyEvent(event);
   }
 
-  /** Drops every block of (worker, rank) in every tier. */
+  /**
+   * Drops every block of (worker, rank) in every tier. A tree left empty goes: every rank an
+   * engine ever used kept one (~68 KB each, walked by every lookup), so registering and
+   * unregistering under new ranks grew memory without bound (found by fuzzing).
+   */
   clear(workerId: bigint, rank: number): void {
-    for (const ranks of this.#trees.values()) ranks.get(rank)?.clearWorker(workerId);
+    for (const [tier, ranks] of this.#trees) {
+      const tree = ranks.get(rank);
+      if (tree === undefined) continue;
+      tree.clearWorker(workerId);
+      this.#dropIfEmpty(tier, ranks, rank, tree);
+    }
   }
 
   /** Drops every block of every rank of the worker, and forgets its exclusions. */
   removeWorker(workerId: bigint): void {
-    for (const ranks of this.#trees.values()) for (const tree of ranks.values()) tree.removeWorker(workerId);
-    for (const set of this.#excluded.values()) set.delete(workerId);
+    for (const [tier, ranks] of this.#trees) {
+      for (const [rank, tree] of [...ranks]) {
+        tree.removeWorker(workerId);
+        this.#dropIfEmpty(tier, ranks, rank, tree);
+      }
+    }
+    for (const rank of [...this.#excluded.keys()]) this.exclude(workerId, rank, false);
+  }
+
+  #dropIfEmpty(tier: StorageTier, ranks: Map<number, RadixTree>, rank: number, tree: RadixTree): void {
+    if (tree.size !== 0) return;
+    ranks.delete(rank);
+    if (ranks.size === 0) this.#trees.delete(tier);
   }
 
   /** Keeps (worker, rank) out of scores (`on`) or lets it back in. */
@@ -96,7 +116,17 @@ export class EngineIndex {
     if (on) {
       if (set === undefined) this.#excluded.set(rank, (set = new Set()));
       set.add(workerId);
-    } else set?.delete(workerId);
+    } else if (set !== undefined) {
+      set.delete(workerId);
+      if (set.size === 0) this.#excluded.delete(rank);
+    }
+  }
+
+  /** Trees held, one per (tier, rank) with blocks (what a lookup walks). */
+  get treeCount(): number {
+    let n = 0;
+    for (const ranks of this.#trees.values()) n += ranks.size;
+    return n;
   }
 
   isExcluded(workerId: bigint, rank: number): boolean {

@@ -141,6 +141,11 @@ export class ZmqKvSource {
     return this.#sub.lastEndpoint ?? this.endpoint;
   }
 
+  /** The DP ranks this source has filed batches under (a batch's own rank, else its registered one). */
+  ranks(): number[] {
+    return [...this.#cursors.keys()];
+  }
+
   /** A copy of the counters. */
   stats(): ZmqSourceStats {
     return { ...this.#stats, statuses: { ...this.#stats.statuses } };
@@ -198,21 +203,23 @@ export class ZmqKvSource {
       this.#stats.badPayloads++;
       this.#warn(err as ZmqError, seq);
       // The seq is known, so the batch is not a gap: move on (its events are lost and counted).
-      this.#cursor(this.dpRank).advance(seq);
+      this.#advanceUnknownRank(seq);
       return;
     }
     const rank = batch.dpRank ?? this.dpRank;
     if (!this.#cursors.has(rank) && this.#cursors.size >= MAX_RANKS_PER_SOURCE) {
       this.#stats.badPayloads++;
       this.#warn(new ZmqError(ZmqErrorCode.BadPayload, `data_parallel_rank ${rank}: this endpoint already sent ${MAX_RANKS_PER_SOURCE} other ranks`), seq);
-      this.#cursor(this.dpRank).advance(seq);
-      return;
+      return; // a rank refused: no cursor of the ranks kept is its own
     }
     const cursor = this.#cursor(rank);
     switch (cursor.verdict(seq)) {
       case SeqVerdict.Gap:
         this.#stats.gaps++;
         await this.#heal(rank, cursor.last + 1n, seq);
+        // Closed while replaying (an unregister): the index is no longer this source's to write
+        // (a new registration of the same (worker, rank) may be feeding it: found by fuzzing).
+        if (this.#state === SourceState.Closed) return;
         break;
       case SeqVerdict.Restart:
         this.#stats.restarts++;
@@ -234,6 +241,7 @@ export class ZmqKvSource {
     else {
       try {
         const replayed = (await requestReplay(this.#zmq, this.replayEndpoint, from, this.#replayTimeoutMs)).filter((b) => b.seq < to);
+        if (this.#state === SourceState.Closed) return; // see #onMessage
         const whole = replayed.length === Number(to - from) && replayed.every((b, i) => b.seq === from + BigInt(i));
         if (whole) {
           for (const b of replayed) {
@@ -258,6 +266,7 @@ export class ZmqKvSource {
         this.#lastError = why;
       }
     }
+    if (this.#state === SourceState.Closed) return; // see #onMessage
     this.#stats.gapsUnreplayable++;
     this.#logger?.warn({ endpoint: this.endpoint, rank, from, to, why }, 'unreplayable seq gap: clearing the worker rank and keeping it out of scores');
     this.#index.clear(this.workerId, rank);
@@ -290,6 +299,17 @@ export class ZmqKvSource {
       if (c.data.type === 'cleared') this.#index.exclude(this.workerId, rank, false);
     }
     this.#cursor(rank).advance(seq);
+  }
+
+  /**
+   * Advances the cursor of a batch whose rank is unknown (it did not decode): the only rank
+   * this source has seen, else its registered rank. (Always the registered rank before: an
+   * engine registered as rank 0 whose batches say rank 3 then took its next good batch for a
+   * gap, and lost its blocks; found by fuzzing.)
+   */
+  #advanceUnknownRank(seq: bigint): void {
+    const only = this.#cursors.size === 1 ? this.#cursors.keys().next().value : undefined;
+    this.#cursor(only ?? this.dpRank).advance(seq);
   }
 
   #cursor(rank: number): SeqCursor {
