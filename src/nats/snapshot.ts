@@ -148,7 +148,7 @@ export async function takeSnapshot(
   streamMessages: number,
 ): Promise<SnapshotReport | null> {
   const { jsm, names, logger } = ctx;
-  const first = await firstSeq(jsm, names.stream);
+  const first = (await streamState(jsm, names.stream)).first_seq;
   const before = await lowestAckFloor(jsm, names.stream);
   const cap = coveredSeq();
   const candidate = before.floor === null ? null : Math.min(before.floor, cap);
@@ -497,10 +497,3 @@ async function streamState(jsm: JetStreamManager, stream: string): Promise<{ fir
   }
 }
 
-async function firstSeq(jsm: JetStreamManager, stream: string): Promise<number> {
-  try {
-    return (await jsm.streams.info(stream)).state.first_seq;
-  } catch (err) {
-    throw wrap(`stream info ${stream}`, err);
-  }
-}
