@@ -147,11 +147,13 @@ describe.skipIf(!installed)('snapshots', () => {
       expect(dumped).toEqual([`${W1}/1/${A}/-`, `${W1}/2/${B}/1`, `${W1}/3/${C}/2`, `${W1}/4/${D}/3`, `${W2}/71/${A}/-`, `${W2}/73/${C}/-`, `${W2}/74/${D}/73`].sort());
       expect(dumpTuples(await ix2.dumpEvents())).toEqual(dumped);
 
-      // The scores are not: on A, B, C, D W2 loses C and D; C, D from the root finds W2.
+      // On A, B, C, D the scores agree: W2 scores its blocks up to its gap at B, so C and D
+      // never counted (they did before scores stopped at a worker's first gap: 3 live, 1
+      // restored). Only a query that starts at C tells the restored tree apart.
       const live = async (q: bigint[]): Promise<[string, number][]> => sortedScores(await ix1.findMatches(q));
       const restored = async (q: bigint[]): Promise<[string, number][]> => sortedScores(await ix2!.findMatches(q));
-      expect(await live([A, B, C, D])).toEqual([[`${W1}`, 4], [`${W2}`, 3]]);
-      expect(await restored([A, B, C, D])).toEqual([[`${W1}`, 4], [`${W2}`, 1]]);
+      expect(await live([A, B, C, D])).toEqual([[`${W1}`, 4], [`${W2}`, 1]]);
+      expect(await restored([A, B, C, D])).toEqual(await live([A, B, C, D]));
       expect(await live([C, D])).toEqual([]);
       expect(await restored([C, D])).toEqual([[`${W2}`, 2]]);
       // Where W2's cache is prefix-closed (A alone), nothing changed.

@@ -146,6 +146,29 @@ describe('RadixTree maxPairs', () => {
     expect(tree.evicted).toBeGreaterThanOrEqual(removedId);
   });
 
+  it('counts hollow nodes: a worker that keeps only the last block of each chain holds no more nodes than the budget', () => {
+    // Each chain: 50 blocks stored, then the first 49 removed root first, so 49 nodes stay
+    // hollow above the one block held. Uncounted, 40 chains would hold 1,960 hollow nodes.
+    const budget = 200;
+    const tree = new RadixTree({ maxPairs: budget });
+    const docs = Array.from({ length: 40 }, (_, d) => {
+      const ids = Array.from({ length: 50 }, (_, i) => BigInt(d * 50 + i + 1));
+      return { tok: ids.map((i) => 0x2000_0000_0000_0000n + i), ext: ids.map((i) => 0xd000_0000_0000_0000n + i) };
+    });
+    let eventId = 0;
+    let hollowSeen = 0;
+    for (const d of docs) {
+      expect(tree.applyEvent(stored(A, d, 50, eventId++))).toBe('ok');
+      // After a Stored event, nodes (the root aside) fit in the budget: each holds a pair or is hollow.
+      expect(tree.nodeCount - 1).toBeLessThanOrEqual(budget);
+      const removed: RouterEvent = { workerId: A, event: { eventId: BigInt(eventId++), data: { type: 'removed', blockHashes: d.ext.slice(0, 49) } } };
+      expect(tree.applyEvent(removed)).toBe('ok');
+      hollowSeen = Math.max(hollowSeen, tree.nodeCount - 1 - tree.size);
+    }
+    expect(hollowSeen).toBeGreaterThanOrEqual(49);
+    expect(tree.evicted).toBeGreaterThan(0);
+  });
+
   it('bad budgets are KVX_INVALID_OPTION', () => {
     for (const o of [{ maxPairs: 0 }, { maxPairs: 1.5 }, { maxPairs: 10, lowWaterRatio: 0 }, { maxPairs: 10, lowWaterRatio: 1.1 }]) {
       let err: unknown = null;

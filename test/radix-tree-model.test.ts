@@ -1,8 +1,8 @@
 /**
  * Property tests: seeded random operation streams run through the fast `RadixTree` and the
  * Map-based reference model `MapRadixTree`, compared after every operation (statuses, size,
- * scores and frequencies) and at the end of each stream (workers, block counts, dumps, dump
- * replay). On a mismatch the failing stream is shrunk to a short repro printed in the message.
+ * node count, scores and frequencies) and at the end of each stream (workers, block counts,
+ * dumps, dump replay). On a mismatch the failing stream is shrunk to a short repro printed in the message.
  */
 
 import { describe, expect, it } from 'vitest';
@@ -47,10 +47,10 @@ function show(x: unknown): string {
 function runOp(tree: TreeLike, op: Op): string {
   switch (op.kind) {
     case 'event':
-      return `${tree.applyEvent(op.event)} size=${tree.size}`;
+      return `${tree.applyEvent(op.event)} size=${tree.size} nodes=${tree.nodeCount}`;
     case 'removeWorker':
       tree.removeWorker(op.workerId);
-      return `removed size=${tree.size}`;
+      return `removed size=${tree.size} nodes=${tree.nodeCount}`;
     case 'find': {
       const r = tree.findMatches(op.hashes, op.earlyExit);
       return `${show(sortedScores(r))} freq=${show(r.frequencies)} size=${tree.size}`;

@@ -204,29 +204,57 @@ describe.each(impls)('%s', (_name, make) => {
       expect(t.applyEvent(removed(W1, [2n]))).toBe('ok');
     });
 
-    it('leaves non-contiguous scores after a partial remove', () => {
+    it('scores a worker only up to its first gap after a partial remove', () => {
       const t = make();
       okAll(t, [stored(W1, null, [[1n, A], [2n, B], [3n, C]]), stored(W2, null, [[1n, A], [2n, B], [3n, C]])]);
       expect(t.applyEvent(removed(W1, [2n]))).toBe('ok');
+      // W1 still holds C, but past the gap at B: a prefix cache cannot reuse it.
+      expect(t.blockCount(W1)).toBe(2);
       expect(scores(t, [A, B, C])).toEqual([
-        [W1.toString(), 2],
+        [W1.toString(), 1],
         [W2.toString(), 3],
       ]);
+      // Without its first block a worker scores nothing, whatever it holds deeper.
+      expect(t.applyEvent(removed(W1, [1n]))).toBe('ok');
+      expect(scores(t, [A, B, C])).toEqual([[W2.toString(), 3]]);
+      expect(t.blockCount(W1)).toBe(1);
     });
 
-    it('detaches an emptied node with its subtree; the subtree’s hashes are forgotten', () => {
+    it('keeps an emptied node with children, hollow: the worker’s blocks below stay, unscored past the gap', () => {
       const t = make();
       okAll(t, [stored(W1, null, [[1n, A], [2n, B], [3n, C]])]);
       expect(t.applyEvent(removed(W1, [1n]))).toBe('ok');
-      expect(t.blockCount(W1)).toBe(0);
-      expect(t.size).toBe(0);
-      expect(t.workers()).toEqual([]);
+      expect(t.blockCount(W1)).toBe(2);
+      expect(t.size).toBe(2);
+      expect(t.nodeCount).toBe(4);
+      expect(t.workers()).toEqual([W1]);
       expect(scores(t, [A, B, C])).toEqual([]);
-      expect(t.applyEvent(removed(W1, [2n]))).toBe('block_not_found');
-      expect(t.applyEvent(stored(W1, 3n, [[4n, D]]))).toBe('parent_block_not_found');
+      // The blocks below are still the worker's: it can remove them and store under them.
+      expect(t.applyEvent(removed(W1, [2n]))).toBe('ok');
+      expect(t.applyEvent(stored(W1, 3n, [[4n, D]]))).toBe('ok');
+      expect(scores(t, [A, B, C, D])).toEqual([]);
+      // Storing the first block again gives the worker its run up to the next gap (B).
+      expect(t.applyEvent(stored(W1, null, [[1n, A]]))).toBe('ok');
+      expect(scores(t, [A, B, C, D])).toEqual([[W1.toString(), 1]]);
+      expect(t.applyEvent(stored(W1, 1n, [[2n, B]]))).toBe('ok');
+      expect(scores(t, [A, B, C, D])).toEqual([[W1.toString(), 4]]);
     });
 
-    it('drops other workers’ entries inside a detached subtree', () => {
+    it('frees an emptied leaf with every hollow ancestor it leaves without children', () => {
+      const t = make();
+      okAll(t, [stored(W1, null, [[1n, A], [2n, B], [3n, C]]), stored(W1, 1n, [[5n, X]])]);
+      okAll(t, [removed(W1, [1n, 2n])]);
+      expect(t.nodeCount).toBe(5); // A and B hollow
+      okAll(t, [removed(W1, [3n])]);
+      expect(t.nodeCount).toBe(3); // C and B gone; A stays for X
+      okAll(t, [removed(W1, [5n])]);
+      expect(t.nodeCount).toBe(1);
+      expect(t.size).toBe(0);
+      expect(t.workers()).toEqual([]);
+      expect(t.dumpEvents()).toEqual([]);
+    });
+
+    it('never drops another worker’s blocks: a node emptied above them stays', () => {
       const t = make();
       okAll(t, [
         stored(W1, null, [[1n, A], [2n, B]]),
@@ -235,16 +263,20 @@ describe.each(impls)('%s', (_name, make) => {
       ]);
       expect(t.blockCount(W2)).toBe(1);
       expect(t.applyEvent(removed(W1, [1n]))).toBe('ok');
-      expect(t.blockCount(W2)).toBe(0);
+      expect(t.blockCount(W2)).toBe(1);
+      expect(t.size).toBe(2);
+      expect(t.applyEvent(removed(W2, [72n]))).toBe('ok');
+      expect(t.applyEvent(removed(W1, [2n]))).toBe('ok');
       expect(t.size).toBe(0);
-      expect(t.applyEvent(removed(W2, [72n]))).toBe('block_not_found');
+      expect(t.nodeCount).toBe(1);
     });
 
-    it('counts a hash detached earlier in the same event as unknown', () => {
+    it('removes a block and the block below it in one event', () => {
       const t = make();
       okAll(t, [stored(W1, null, [[1n, A], [2n, B]])]);
-      expect(t.applyEvent(removed(W1, [1n, 2n]))).toBe('block_not_found');
+      expect(t.applyEvent(removed(W1, [1n, 2n]))).toBe('ok');
       expect(t.size).toBe(0);
+      expect(t.nodeCount).toBe(1);
     });
 
     it('drops a hash repeated in the same event once and counts the repeat as unknown', () => {
@@ -271,11 +303,12 @@ describe.each(impls)('%s', (_name, make) => {
       expect(t.applyEvent(removed(W3, []))).toBe('ok');
     });
 
-    it('lets a new store recreate a detached path from scratch', () => {
+    it('lets a new store recreate a freed path from scratch', () => {
       const t = make();
-      okAll(t, [stored(W1, null, [[1n, A], [2n, B]]), removed(W1, [1n]), stored(W1, null, [[1n, A]])]);
+      okAll(t, [stored(W1, null, [[1n, A], [2n, B]]), removed(W1, [2n, 1n]), stored(W1, null, [[1n, A]])]);
       expect(scores(t, [A, B])).toEqual([[W1.toString(), 1]]);
       expect(t.size).toBe(1);
+      expect(t.nodeCount).toBe(2);
     });
   });
 
@@ -291,12 +324,15 @@ describe.each(impls)('%s', (_name, make) => {
       expect(scores(t, [A, C])).toEqual([[W2.toString(), 1]]);
     });
 
-    it('Cleared detaches emptied nodes with their subtrees, including other workers’ orphans', () => {
+    it('Cleared keeps other workers’ blocks below the nodes it empties', () => {
       const t = make();
       okAll(t, [stored(W1, null, [[1n, A], [2n, B]]), stored(W2, null, [[71n, A], [72n, B]]), removed(W2, [71n])]);
       expect(t.applyEvent(cleared(W1))).toBe('ok');
-      expect(t.size).toBe(0);
-      expect(t.workers()).toEqual([]);
+      expect(t.size).toBe(1);
+      expect(t.workers()).toEqual([W2]);
+      expect(scores(t, [A, B])).toEqual([]);
+      expect(t.applyEvent(removed(W2, [72n]))).toBe('ok');
+      expect(t.nodeCount).toBe(1);
     });
 
     it('Cleared of an unknown worker is ok and changes nothing', () => {
@@ -522,7 +558,7 @@ describe.each(impls)('%s', (_name, make) => {
     const blocks: [bigint, bigint][] = Array.from({ length: N }, (_, i) => [BigInt(i + 1), 0x1_0000_0000n + BigInt(i)]);
     const tokens = blocks.map(([, tok]) => tok);
 
-    it('stores, matches, dumps as one event and detaches when its root block is removed', () => {
+    it('stores, matches, dumps as one event; scores nothing without its root block; frees every node when the rest goes', () => {
       const t = make();
       expect(t.applyEvent(stored(W1, null, blocks))).toBe('ok');
       expect(t.size).toBe(N);
@@ -532,9 +568,13 @@ describe.each(impls)('%s', (_name, make) => {
       const data = dump[0]?.event.data;
       expect(data?.type === 'stored' ? data.blocks.length : -1).toBe(N);
       expect(t.applyEvent(removed(W1, [1n]))).toBe('ok');
-      expect(t.size).toBe(0);
-      expect(t.blockCount(W1)).toBe(0);
+      expect(t.size).toBe(N - 1);
+      expect(t.blockCount(W1)).toBe(N - 1);
       expect(scores(t, tokens)).toEqual([]);
+      // Root first: each block leaves a hollow node until the last (the leaf) frees them all.
+      expect(t.applyEvent(removed(W1, blocks.slice(1).map(([h]) => h)))).toBe('ok');
+      expect(t.size).toBe(0);
+      expect(t.nodeCount).toBe(1);
     });
   });
 });

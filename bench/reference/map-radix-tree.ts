@@ -2,8 +2,9 @@
  * A plain, Map-based reference model of kvindex's radix tree: one object per node, `Map`s for
  * children, workers and the per-worker lookup. It implements the same semantics as the fast
  * typed-array `RadixTree` (Dynamo's, section 3 of the Dynamo reference, with kvindex's
- * decisions: stores are validated before any mutation, and a node left without workers is
- * detached together with its whole subtree) and is written to be obviously correct rather than
+ * decisions: stores are validated before any mutation, a node left without workers is kept
+ * while it has children and detached when it has none, and a worker scores its leading run of
+ * blocks only) and is written to be obviously correct rather than
  * fast. Property tests run the same random event streams through both and compare; benchmarks
  * use it as the "Map-based reference tree" baseline.
  *
@@ -59,6 +60,7 @@ export class MapRadixTree {
   readonly #expirationMs: number | null;
   readonly #now: () => number;
   #size = 0;
+  #nodes = 1;
 
   static {
     internalsOf = (tree) => ({ root: tree.#root, lookup: tree.#lookup });
@@ -80,6 +82,11 @@ export class MapRadixTree {
   /** Total number of (worker, node) pairs. */
   get size(): number {
     return this.#size;
+  }
+
+  /** Attached nodes, the root included (hollow ones too: no workers, kept for their children). */
+  get nodeCount(): number {
+    return this.#nodes;
   }
 
   /** Workers holding at least one block, ascending. */
@@ -147,6 +154,7 @@ export class MapRadixTree {
       if (target === null) {
         target = newNode(b.tokensHash, node);
         node.children.set(b.tokensHash, target);
+        this.#nodes++;
       }
       const old = target.workers.get(w);
       if (old === undefined) {
@@ -182,19 +190,17 @@ export class MapRadixTree {
     if (node.workers.size === 0) this.#detach(node);
   }
 
-  /** Unlinks `node` from its parent and erases every (worker, node) pair of its subtree. */
+  /**
+   * A node left without workers: kept (hollow) while it has children, so the blocks workers
+   * hold below it keep their place; else unlinked, with every hollow ancestor left childless.
+   */
   #detach(node: MapNode): void {
-    node.parent?.children.delete(node.tokensHash);
-    node.parent = null;
-    const stack: MapNode[] = [node];
-    for (let n = stack.pop(); n !== undefined; n = stack.pop()) {
-      for (const [w, h] of n.workers) {
-        this.#lookup.get(w)?.delete(h);
-        this.#size--;
-      }
-      n.workers.clear();
-      for (const c of n.children.values()) stack.push(c);
-      n.children.clear();
+    for (let n: MapNode = node; n.children.size === 0 && n.workers.size === 0 && n !== this.#root; ) {
+      const up = n.parent!;
+      up.children.delete(n.tokensHash);
+      n.parent = null;
+      this.#nodes--;
+      n = up;
     }
   }
 
@@ -202,7 +208,7 @@ export class MapRadixTree {
   clearWorker(workerId: bigint): void {
     const wl = this.#lookup.get(workerId);
     if (wl === undefined) return;
-    // Snapshot first: detaching a subtree deletes later entries of the same map.
+    // Snapshot first: entries leave the map while it is walked.
     for (const [h, node] of [...wl]) {
       if (wl.get(h) === node) this.#dropPair(workerId, h, node);
     }
@@ -215,8 +221,9 @@ export class MapRadixTree {
   }
 
   /**
-   * Walks the tree from the root along `hashes` (tokens hashes); every worker on a visited node
-   * scores 1. Stops at the first missing child, or with `earlyExit` after a node with exactly
+   * Walks the tree from the root along `hashes` (tokens hashes); a worker scores the number of
+   * leading nodes of the path it holds without a gap (a block past a gap is no use to a prefix
+   * cache). Stops at the first missing child, or with `earlyExit` after a node with exactly
    * one worker. Frequencies are recorded only when constructed with `expirationMs`.
    */
   findMatches(hashes: readonly bigint[] | BigUint64Array, earlyExit = false): OverlapScores {
@@ -228,7 +235,8 @@ export class MapRadixTree {
     for (let i = 0; i < hashes.length; i++) {
       const child = cur.children.get(hashes[i]!);
       if (child === undefined) break;
-      for (const w of child.workers.keys()) scores.set(w, (scores.get(w) ?? 0) + 1);
+      // Only a worker that held every node before this one scores it: its leading run.
+      for (const w of child.workers.keys()) if ((scores.get(w) ?? 0) === i) scores.set(w, i + 1);
       if (exp !== null) {
         const uses = child.recentUses;
         while (uses.length > 0 && now - uses[0]! > exp) uses.shift();

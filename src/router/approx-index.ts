@@ -136,7 +136,7 @@ export class ApproxIndex {
 
   /**
    * Removes a worker's routed blocks from the target (one synthetic Removed event, deepest
-   * first, so no removal detaches a block still to be named) and forgets their timers. Timers
+   * first, so each removal frees a leaf) and forgets their timers. Timers
    * alone were forgotten before: the blocks then stayed in the index for good, outside the
    * size budget, and gave a re-added worker overlap from decisions long expired (found by
    * fuzzing). Returns how many blocks it removed.

@@ -1,15 +1,17 @@
 /**
  * Storage of the radix tree's nodes and (worker, node) pairs in parallel typed arrays.
  *
- * Every live node except the root holds at least one worker (a node that loses its last worker
- * is detached), and on real traces about 97% of nodes hold exactly one (conversation workload:
- * 63,603 nodes for 65,536 pairs). So a node with one worker stores that pair inline (worker slot
- * and external hash), and a node with two or more keeps all of them in a list of overflow pairs
- * whose head is encoded in the same `w0` word. A node costs 36 bytes of arrays, a pair about 55
+ * Every live node except the root holds at least one worker, or is hollow: it lost its last
+ * worker and is kept for the blocks workers hold below it (radix-tree.ts `detach`, rare: only
+ * after a worker removed a block and kept its children). On real traces about 97% of nodes
+ * hold exactly one worker (conversation workload: 63,603 nodes for 65,536 pairs). So a node
+ * with one worker stores that pair inline (worker slot and external hash), and a node with two
+ * or more keeps all of them in a list of overflow pairs whose head is encoded in the same `w0`
+ * word. A node costs 36 bytes of arrays, a pair about 55
  * bytes with the tables, instead of ~70 with a separate pair record per worker.
  *
  * `w0` (word 3 of a node's record, below): >= 0 the single worker's slot; -1 (NONE) no pairs
- * (root, free node); <= -2 the head of the overflow list, `-w0 - 2`.
+ * (root, hollow node, free node); <= -2 the head of the overflow list, `-w0 - 2`.
  *
  * Pair references (`PairRef`) name a pair without an object: a value >= 0 is the inline pair of
  * that node id, a value < 0 is overflow pair `~ref`.

@@ -4,12 +4,15 @@
  * `EdgeTable`, each worker's external-hash lookup in a `WorkerTable`. No object, Map or bigint
  * exists per block; bigints appear only at the API edge.
  *
- * Deliberate differences from Dynamo (scores stay Dynamo's):
+ * Deliberate differences from Dynamo:
  * - a Stored block whose external hash the worker already holds elsewhere (including on the
  *   path itself) is `invalid_block_sequence` and nothing of the event is applied;
  * - Removed processes every hash and reports `block_not_found` if any was unknown;
- * - a node that loses its last worker is detached with its whole subtree and every pair inside
- *   leaves its worker's lookup (Dynamo keeps such nodes, a leak);
+ * - a worker scores the blocks of the path it holds up to its first gap (walk.ts `enter`; what
+ *   Dynamo's 2026 active-set walk computes, where its earlier walk counted every held node);
+ * - a node that loses its last worker stays, hollow, while it has children, and is freed with
+ *   its hollow ancestors when it has none (`detach`); Dynamo keeps every emptied node (a leak)
+ *   and clears its children, dropping the blocks other workers hold below it;
  * - a worker that stores a block it already holds at the same place under another external
  *   hash takes the new hash and the old one leaves its lookup (Dynamo keeps both entries).
  */
@@ -45,7 +48,8 @@ export interface RadixTreeOptions {
   /**
    * Hard memory budget in (worker, block) pairs: after a Stored event takes the tree over it,
    * the least recently stored leaf blocks are evicted, each as if its workers had removed it,
-   * down to `lowWaterRatio` of it. `size` never exceeds it after an event. Default: no budget.
+   * down to `lowWaterRatio` of it. `size` never exceeds it after an event. A hollow node (kept
+   * without workers for the blocks below it) counts as a pair. Default: no budget.
    */
   maxPairs?: number;
   /** Fraction of `maxPairs` an eviction leaves (default 0.9). */
@@ -88,6 +92,12 @@ export class RadixTree {
   private readonly units: UnitLog | null;
   private readonly freeSlots: number[] = [];
   private pairs = 0;
+  /**
+   * Hollow nodes (no workers, kept for the blocks below them: `detach`). They count in the
+   * `maxPairs` budget as pairs do: a worker that removes all but the last block of each chain
+   * it stores would otherwise hold a node per removed block outside the budget.
+   */
+  private hollow = 0;
 
   // Scratch, reused across calls.
   private path = new Int32Array(256);
@@ -105,7 +115,6 @@ export class RadixTree {
   private scoreBySlot = new Int32Array(16);
   private readonly walker = new WalkScratch();
   private readonly touched: number[] = [];
-  private readonly stack: number[] = [];
   private readonly seen = new ScratchSet();
 
   /** Frequency trail of lookups (Dynamo's `recent_uses`); a no-op unless `expirationMs`. */
@@ -353,9 +362,9 @@ export class RadixTree {
    * calls it after the last.
    */
   enforceBudget(): void {
-    if (this.pairs <= this.budget.max) return;
+    if (this.pairs + this.hollow <= this.budget.max) return;
     const nodes = this.nodes;
-    this.budget.enforce(nodes, () => this.pairs, (id) => {
+    this.budget.enforce(nodes, () => this.pairs + this.hollow, (id) => {
       const w = nodes.w0(id);
       const h = nodes.head(id);
       if (w >= 0) this.dropPair(id as PairRef, this.tables[w]!);
@@ -394,7 +403,7 @@ export class RadixTree {
   /**
    * @internal Phase 2 of Removed (under the readers' lock): drops the pairs `resolveRemoved`
    * found for its hashes [from, to) that the worker still holds (an
-   * earlier drop may have taken one: the same hash twice, or a subtree detached with it); returns
+   * earlier drop may have taken one: the same hash twice); returns
    * how many it did not drop. Their entries stay in the worker's lookup until `forgetResolved`.
    */
   dropResolved(from: number, to: number): number {
@@ -430,9 +439,9 @@ export class RadixTree {
   }
 
   /**
-   * Per-worker overlap: walk `hashes` (LocalBlockHash sequence) from the root; every worker on a
-   * visited node scores 1; stop at the first missing block, or with `earlyExit` after a node
-   * held by exactly one worker.
+   * Per-worker overlap: walk `hashes` (LocalBlockHash sequence) from the root; a worker scores
+   * the visited nodes it holds up to its first gap; stop at the first missing block, or with
+   * `earlyExit` after a node held by exactly one worker.
    */
   findMatches(hashes: BigUint64Array | readonly bigint[], earlyExit = false): OverlapScores {
     const n = hashes.length;
@@ -532,8 +541,8 @@ export class RadixTree {
     if (slot === undefined) return;
     const table = this.tables[slot]!;
     if (table.count === 0) return;
-    // Collect the hashes first: dropping a pair can detach subtrees and so remove other
-    // entries of this same table while we would be iterating it.
+    // Collect the hashes first: dropping pairs while iterating the table that loses them
+    // would skip or repeat entries.
     const hashes: number[] = [];
     const slots = table.slots;
     const nodes = this.nodes;
@@ -663,6 +672,16 @@ export class RadixTree {
       table.insert(node as number as PairRef);
       return;
     }
+    if (w === NONE) {
+      // A hollow node (no workers, kept for the blocks below it: `detach`): the pair goes inline.
+      nodes.h0Lo[node] = lo;
+      nodes.h0Hi[node] = hi;
+      nodes.setW0(node, slot);
+      table.insert(node as number as PairRef);
+      this.pairs++;
+      this.hollow--;
+      return;
+    }
     if (w >= 0) {
       // A second worker: move the inline pair into the overflow list and repoint its lookup.
       const hLo = nodes.h0Lo[node]!;
@@ -687,7 +706,7 @@ export class RadixTree {
   }
 
   /**
-   * Removes one pair; a node left without workers is detached with its subtree. With
+   * Removes one pair; a node left without workers goes to `detach`. With
    * `forgetLater` its entry stays in the worker's lookup (`forgetResolved` removes it).
    */
   private dropPair(ref: PairRef, table: WorkerTable, forgetLater = false): void {
@@ -705,24 +724,28 @@ export class RadixTree {
   }
 
   /**
-   * Lists what detaching `top` changes (`leaveNode` of an inline pair always detaches): the
-   * node, its parent's first child, and the parents of every edge-table entry that a removal
-   * of its subtree's edges may move (edge-table.ts `listMoves`).
+   * Lists what dropping the last pair of `top` changes (`leaveNode` of an inline pair): the node
+   * itself, and if it has no children (`detach`), for it and each hollow ancestor detached with
+   * it, the parent (its first child) and the parents of every edge-table entry that the removal
+   * of its edge may move (edge-table.ts `listMoves`).
    */
   private listDetach(top: NodeId, u: UnitLog): void {
     const nodes = this.nodes;
     u.add(top);
-    u.add(nodes.parent[top]!);
-    this.edges.listMoves(top, u);
-    if (nodes.firstChild(top) === NONE) return; // a leaf: the common case (engines evict leaf first)
-    const stack = this.stack;
-    for (let c = nodes.firstChild(top); c !== NONE; c = nodes.nextSib[c]!) stack.push(c);
-    while (stack.length > 0) {
-      const id = stack.pop()! as NodeId;
-      if (u.full) continue; // logged as "any node": no need to look further
+    if (nodes.firstChild(top) !== NONE) return; // it stays, hollow: only its worker set changes
+    for (let id = top; ; ) {
+      const up = nodes.parent[id]! as NodeId;
+      u.add(up);
       this.edges.listMoves(id, u);
-      for (let c = nodes.firstChild(id); c !== NONE; c = nodes.nextSib[c]!) stack.push(c);
+      if (!this.goesWith(up, id)) return;
+      id = up;
     }
+  }
+
+  /** Whether `up`, the parent of `id` being detached, is detached too: hollow with no other child. */
+  private goesWith(up: NodeId, id: NodeId): boolean {
+    const nodes = this.nodes;
+    return up !== ROOT && nodes.w0(up) === NONE && nodes.firstChild(up) === id && nodes.nextSib[id] === NONE;
   }
 
   /** `dropPair`'s work, one unit (unit-log.ts). */
@@ -752,40 +775,36 @@ export class RadixTree {
     }
   }
 
-  /** Detaches a node that has no workers, freeing its whole subtree and its pairs' lookups. */
+  /**
+   * A node that lost its last worker. With children it stays, hollow (no workers): the blocks
+   * below it that workers still hold keep their place, so a worker that stores this block again
+   * holds its whole run at once. Without children it is detached and freed, and so is each
+   * hollow ancestor left without children.
+   *
+   * Why not detach the subtree, as before (and as Dynamo clears an emptied node's children):
+   * which node empties depends on which workers share the tree, so a worker's blocks below a
+   * block it removed survived in one tree and vanished in a shard's, and the same events scored
+   * differently through 0, 2 or 3 shards (3.3 % of the lookups of the random streams of
+   * test/support/event-gen.ts, once scores stopped at a gap; 10.7 % before). Kept, a worker's
+   * blocks depend on its own events only: no pair is ever dropped but by its worker's event, a
+   * worker removal or the budget.
+   */
   private detach(top: NodeId): void {
     const nodes = this.nodes;
-    const edges = this.edges;
-    edges.remove(top);
-    nodes.unlink(top);
-    if (nodes.firstChild(top) === NONE) {
-      // Leaf: the common case (engines evict leaf first), no walk needed.
-      this.uses.forget(top);
-      nodes.freeNodeId(top);
+    if (nodes.firstChild(top) !== NONE) {
+      this.hollow++;
       return;
     }
-    const stack = this.stack;
-    stack.push(top);
-    while (stack.length > 0) {
-      const id = stack.pop()! as NodeId;
-      for (let c = nodes.firstChild(id); c !== NONE; c = nodes.nextSib[c]!) {
-        edges.remove(c as NodeId);
-        stack.push(c);
-      }
-      const w = nodes.w0(id);
-      if (w >= 0) {
-        this.tables[w]!.remove(nodes.h0Lo[id]! | 0, nodes.h0Hi[id]! | 0);
-        this.pairs--;
-      }
-      for (let p = nodes.head(id); p !== NONE; ) {
-        const next = nodes.pNext[p]!;
-        this.tables[nodes.pWorker[p]!]!.remove(nodes.pLo[p]! | 0, nodes.pHi[p]! | 0);
-        this.pairs--;
-        nodes.freePairIndex(p);
-        p = next;
-      }
+    for (let id = top; ; ) {
+      const up = nodes.parent[id]! as NodeId;
+      const more = this.goesWith(up, id);
+      this.edges.remove(id);
+      nodes.unlink(id);
       this.uses.forget(id);
       nodes.freeNodeId(id);
+      if (!more) return;
+      this.hollow--; // `up`, freed next
+      id = up;
     }
   }
 }

@@ -1,6 +1,6 @@
 /**
  * The lookup walk that records the frequency trail (`expirationMs`, Dynamo's `recent_uses`):
- * per node, every worker on it is scored, so it costs O(workers) per node where walk.ts's
+ * per node, every worker on it is visited, so it costs O(workers) per node where walk.ts's
  * active-set walk costs O(1) on a node that holds its parent's workers; it is chosen only when
  * a tree has a frequency window, since every visited node's use must be recorded anyway.
  */
@@ -18,9 +18,10 @@ export interface TrailTree {
 }
 
 /**
- * Walks `n` tokens hashes (`words[off + 2i ..]` as (lo, hi)) from the root, scoring each
- * worker per visited node into `score` by slot (zero on entry and on return; `touched` lists
- * the scored slots, empty on entry and on return), and records each visited node's use.
+ * Walks `n` tokens hashes (`words[off + 2i ..]` as (lo, hi)) from the root, scoring each worker
+ * per visited node it holds without a gap from the first node into `score` by slot (zero on
+ * entry and on return; `touched` lists the scored slots, empty on entry and on return), and
+ * records each visited node's use.
  */
 export function walkWithTrail(
   tree: TrailTree, score: Int32Array, touched: number[], words: Uint32Array, off: number, n: number, earlyExit: boolean,
@@ -34,18 +35,22 @@ export function walkWithTrail(
   for (let i = 0; i < n; i++) {
     const child = tree.childOf(cur, words[off + 2 * i]!, words[off + 2 * i + 1]!);
     if (child < 0) break;
+    // A worker scores a node only if it held every node before it (walk.ts, `enter`): its score
+    // is then i. The walk goes on while nobody scores, as every visited node's use is recorded.
     const s = nodes.w0(child);
     const single = s >= 0;
     if (single) {
-      const v = score[s]!;
-      score[s] = v + 1;
-      if (v === 0) touched.push(s);
+      if (score[s] === i) {
+        score[s] = i + 1;
+        if (i === 0) touched.push(s);
+      }
     } else {
       for (let p = -s - 2; p !== NONE; p = pNext[p]!) {
         const w = pWorker[p]!;
-        const u = score[w]!;
-        score[w] = u + 1;
-        if (u === 0) touched.push(w);
+        if (score[w] === i) {
+          score[w] = i + 1;
+          if (i === 0) touched.push(w);
+        }
       }
     }
     uses.record(child, frequencies, t);

@@ -4,7 +4,7 @@
  * scheduler to run it again.
  *
  * A unit is one change that leaves the tree valid for readers: a worker joining a node, a
- * new chain linked, a pair dropped (with the subtree it detaches). An edge-table switch or an
+ * new chain linked, a pair dropped (with the nodes it frees). An edge-table switch or an
  * array's growth is not one: it changes no answer, and a reader whose views are not those of
  * the current layout generation waits for the lock instead.
  * Before a unit's first write the writer lists the nodes whose reader-visible state the unit

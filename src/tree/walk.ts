@@ -3,15 +3,16 @@
  * by lookups that read a shard's tree from shared memory on the calling thread
  * (src/shard/main/tree-reader.ts): one implementation of the probe and the scoring.
  *
- * An active-set walk: a worker's score is the number of visited nodes it holds, so along the
- * path it is the sum of the lengths of its runs (consecutive nodes holding it). The walk keeps
+ * An active-set walk: a worker's score is the number of leading nodes of the path it holds
+ * without a gap (its run from the first node; see `enter` on why). The walk keeps
  * the current node's worker set and touches workers only where the set changes: a node whose
  * count and 64-bit fingerprint (XOR of the workers' random slot keys, node-store.ts) equal the
  * previous node's holds the same workers (a different set with the same count and fingerprint
  * has probability 2^-64), so a path that thousands of workers share costs O(1) per node instead
  * of O(workers) per node (issue "fleet scale": 1.2 ms per lookup at 4,096 workers before).
- * Where the set changes, the new node's workers are stamped, runs of workers that left are
- * closed, and runs of workers that arrived are opened; at the end, the open runs are closed.
+ * Where the set changes, the new node's workers that continue a run are stamped and runs of
+ * workers that left are closed; a worker that arrives after the first node opens no run. When no
+ * run goes on, the walk stops: nobody can score deeper. At the end, the open runs are closed.
  *
  * Bulk listing: when the path starts on a node with a member array (held by many workers, a
  * shared system prompt: member-arrays.ts), its workers are not visited at all while its set
@@ -164,8 +165,11 @@ export class WalkScratch {
         this.aborted = true;
         break;
       }
-      depth = i + 1;
       const s = node[child * 4 + 3]!;
+      // A hollow node (no workers, kept for the blocks below it: radix-tree.ts `detach`): every
+      // run ends before it.
+      if (s === NONE) break;
+      depth = i + 1;
       let cnt: number;
       let fLo: number;
       let fHi: number;
@@ -181,33 +185,40 @@ export class WalkScratch {
       }
       if (prev === NONE || cnt !== activeCnt || fLo !== activeLo || fHi !== activeHi) {
         const stamp = ++this.stamp;
+        let alive = cnt; // workers whose run goes on through this node
         if (prev === NONE && s < 0 && pMOff[-s - 2]! >= 0) {
           // The path starts on a node held by many workers: they stay unvisited, listed in bulk.
           bulkHead = -s - 2;
           bulk = pMOff[bulkHead]!;
           bulkCnt = cnt;
         } else if (bulk !== NONE && bulkEnd < 0 && cnt < bulkCnt && cnt <= FEW) {
-          // The bulk set gives way to a few workers: each either continues its run from depth 1
-          // (found in the member array, then left out of the bulk listing) or starts one here.
+          // The bulk set gives way to a few workers: those found in the member array continue
+          // their run from depth 1 (and leave the bulk listing); the others never scored.
           bulkEnd = depth;
           if (s >= 0) {
-            count = this.fromBulk(a, bulk, bulkCnt, s, count, stamp, depth);
+            count = this.fromBulk(a, bulk, bulkCnt, s, count, stamp);
           } else {
-            for (let p = -s - 2, g = most; p !== NONE && g > 0; p = pNext[p]!, g--) count = this.fromBulk(a, bulk, bulkCnt, pWorker[p]!, count, stamp, depth);
+            for (let p = -s - 2, g = most; p !== NONE && g > 0; p = pNext[p]!, g--) count = this.fromBulk(a, bulk, bulkCnt, pWorker[p]!, count, stamp);
           }
+          alive = this.exemptCount;
         } else {
           if (bulk !== NONE) {
             count = this.visitBulk(a, bulkHead, bulkEnd, count, base, prevStamp);
             bulk = NONE;
             this.exemptCount = 0;
           }
-          // The set changes: stamp the new node's workers (continuing ones keep their run, new
-          // ones open a run here), then close the runs of the previous node's workers that left.
+          // The set changes: stamp the new node's workers that continue a run (on the first
+          // node, all of them open one), then close the runs of the previous node's workers
+          // that left.
+          alive = 0;
           if (s >= 0) {
-            count = enter(s, mark, runStart, score, touched, count, base, prevStamp, stamp, depth);
+            count = enter(s, mark, runStart, score, touched, count, prevStamp, stamp);
+            if (mark[s] === stamp) alive = 1;
           } else {
             for (let p = -s - 2, g = most; p !== NONE && g > 0; p = pNext[p]!, g--) {
-              count = enter(pWorker[p]!, mark, runStart, score, touched, count, base, prevStamp, stamp, depth);
+              const w = pWorker[p]!;
+              count = enter(w, mark, runStart, score, touched, count, prevStamp, stamp);
+              if (mark[w] === stamp) alive++;
             }
           }
           if (prev !== NONE) {
@@ -226,6 +237,10 @@ export class WalkScratch {
         activeCnt = cnt;
         activeLo = fLo;
         activeHi = fHi;
+        prev = child;
+        // No run goes on (the node is held only by workers that missed a node before it): no
+        // one can score deeper. Reached only when a worker holds a block without its parent.
+        if (alive === 0) break;
       }
       prev = child;
       if (earlyExit && cnt === 1) break;
@@ -239,33 +254,33 @@ export class WalkScratch {
       return count;
     }
     if (bulk !== NONE) this.bulkScore = bulkEnd - 1;
-    // Close the runs still open at the last node.
+    // Close the runs still open at the last node (its workers stamped with the active stamp).
     if (prev !== NONE) {
       const ps = node[prev * 4 + 3]!;
       if (ps >= 0) {
-        score[ps] = score[ps]! + depth + 1 - runStart[ps]!;
+        if (mark[ps] === prevStamp) score[ps] = score[ps]! + depth + 1 - runStart[ps]!;
       } else {
         for (let p = -ps - 2, g = most; p !== NONE && g > 0; p = pNext[p]!, g--) {
           const w = pWorker[p]!;
-          score[w] = score[w]! + depth + 1 - runStart[w]!;
+          if (mark[w] === prevStamp) score[w] = score[w]! + depth + 1 - runStart[w]!;
         }
       }
     }
     return count;
   }
 
-  /** A worker of the few that follow the bulk set at `depth`: continuing from depth 1, or new. */
-  private fromBulk(a: LookupArrays, bulk: number, bulkCnt: number, w: number, count: number, stamp: number, depth: number): number {
+  /**
+   * A worker of the few that follow the bulk set: continuing its run from depth 1 if it is a
+   * member (counted in `exemptCount`), else it never scores (it missed the first node).
+   */
+  private fromBulk(a: LookupArrays, bulk: number, bulkCnt: number, w: number, count: number, stamp: number): number {
     const pos = findMember(a.mIds, bulk, bulkCnt, a.slotLo[w]!, a.slotHi[w]!);
+    if (pos < 0) return count;
     this.touched[count] = w;
     this.score[w] = 0;
     this.mark[w] = stamp;
-    if (pos >= 0) {
-      this.exempt[this.exemptCount++] = pos;
-      this.runStart[w] = 1;
-    } else {
-      this.runStart[w] = depth;
-    }
+    this.exempt[this.exemptCount++] = pos;
+    this.runStart[w] = 1;
     return count + 1;
   }
 
@@ -370,18 +385,28 @@ function listed(list: Int32Array, n: number, id: number): boolean {
   return false;
 }
 
-/** A worker of the node entering the active set at `depth`; returns the new touched count. */
+/**
+ * A worker of the node where the set changes (`prevStamp` 0: the first node): on the first node
+ * it opens a run from depth 1; later it is stamped only if it continues its run (stamped with
+ * `prevStamp`). Returns the new touched count.
+ *
+ * Only the run from the first node scores: a prefix cache reuses a worker's blocks up to its
+ * first gap, so a block it holds past a gap (it removed a block but kept the children) is no
+ * use to a request. This is also what Dynamo's active-set walk (2026) computes, and it makes
+ * scores independent of which workers share a tree: a node is detached when the last worker of
+ * its tree leaves, so with a run per gap the same events scored differently in-thread and
+ * through shards (README, "Semantics").
+ */
 function enter(
   w: number, mark: Int32Array, runStart: Int32Array, score: Int32Array, touched: Int32Array,
-  count: number, base: number, prevStamp: number, stamp: number, depth: number,
+  count: number, prevStamp: number, stamp: number,
 ): number {
-  const m = mark[w]!;
-  if (m !== prevStamp || prevStamp === 0) {
-    if (m < base) {
-      touched[count++] = w; // first seen in this lookup
-      score[w] = 0;
-    }
-    runStart[w] = depth;
+  if (prevStamp === 0) {
+    touched[count++] = w;
+    score[w] = 0;
+    runStart[w] = 1;
+  } else if (mark[w] !== prevStamp) {
+    return count;
   }
   mark[w] = stamp;
   return count;

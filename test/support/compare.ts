@@ -16,6 +16,8 @@ export interface TreeLike {
   workers(): bigint[];
   blockCount(workerId: bigint): number;
   readonly size: number;
+  /** Attached nodes, the root included. */
+  readonly nodeCount: number;
 }
 
 /** Scores as `[workerId, score]` pairs sorted by worker id (ids as decimal strings). */

@@ -143,19 +143,16 @@ export function generateStream(seed: number, ops: number): Stream {
   }
   const docs = makeDocs(rng, o);
   // pathKeys[d][j] identifies the node of docs[d][0..j] (the token path from the root):
-  // interned ids of a trie over the documents, with each id's children for subtree walks.
+  // interned ids of a trie over the documents (0 is the root).
   const ids = new Map<string, number>();
-  const childIds: number[][] = [[]]; // id 0 is the root
   const pathKeys = docs.map((doc) => {
     let parent = 0;
     return doc.map((t) => {
       const k = `${parent}:${t}`;
       let id = ids.get(k);
       if (id === undefined) {
-        id = childIds.length;
+        id = ids.size + 1;
         ids.set(k, id);
-        childIds.push([]);
-        childIds[parent]!.push(id);
       }
       parent = id;
       return id;
@@ -187,18 +184,8 @@ export function generateStream(seed: number, ops: number): Stream {
     if (key === undefined) return;
     s.byHash.delete(h);
     s.byPath.delete(key);
-    // Mimic detachment: nobody holds the path any more -> its whole subtree is gone.
-    for (const other of shadows.values()) if (other.byPath.has(key)) return;
-    const stack = [...childIds[key]!];
-    for (let id = stack.pop(); id !== undefined; id = stack.pop()) {
-      for (const other of shadows.values()) {
-        const hh = other.byPath.get(id);
-        if (hh === undefined) continue;
-        other.byPath.delete(id);
-        other.byHash.delete(hh);
-      }
-      stack.push(...childIds[id]!);
-    }
+    // Other blocks stay: a node that loses its last worker keeps its children (radix-tree.ts
+    // `detach`), so a worker's blocks go only by its own events.
   };
   const shadowSet = (w: bigint, key: number, h: bigint): void => {
     const s = shadowOf(w);

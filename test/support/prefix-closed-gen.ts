@@ -3,10 +3,8 @@
  * prefix-closed (stores extend a held prefix, evictions are leaf first), plus clears, worker
  * removals, lookups and the usual bad events (unknown parent, unknown removed hash).
  *
- * Across shard counts only such streams must give identical scores: a node is detached when its
- * last worker leaves, so with a partial remove (a worker keeping a block without its parent)
- * the outcome depends on which other workers share the shard's tree, in Dynamo's sharded
- * indexer as in ours.
+ * Tests use them where a workload must look like real engines' (shared prefixes, leaf-first
+ * eviction); event-gen.ts also makes partial removes.
  */
 import type { RouterEvent } from '../../src/protocol/types.js';
 import { BASE_WORKER_ID, mix64, Rng, type Op } from './event-gen.js';
