@@ -47,7 +47,8 @@ describe('keep-warm', () => {
     let lookups = 0;
     let canPrime = true;
     let called = 0;
-    const kw = new KeepWarm(60_000, { lookups: () => lookups, prime: () => (called++, canPrime) }, 10 * 60_000);
+    let t = 0;
+    const kw = new KeepWarm(60_000, { lookups: () => lookups, prime: () => (called++, canPrime) }, 10 * 60_000, () => (t += 60_000));
     try {
       kw.tick(); // first look at the count: no prime
       expect(called).toBe(0);
@@ -112,19 +113,21 @@ describe('keep-warm', () => {
   it('disarms after its linger without a lookup, without priming then, and a wake re-arms it', () => {
     let lookups = 0;
     let called = 0;
-    const kw = new KeepWarm(60_000, { lookups: () => lookups, prime: () => (called++, true) }, 3 * 60_000);
+    // A clock read as ticks come, one period apart (each read moves it by a period).
+    let t = 0;
+    const kw = new KeepWarm(60_000, { lookups: () => lookups, prime: () => (called++, true) }, 3 * 60_000, () => (t += 60_000));
     try {
       kw.tick(); // sees the count
       kw.tick();
       kw.tick();
       expect([called, kw.armed]).toEqual([2, true]);
-      kw.tick(); // the third quiet tick reaches the linger: disarms, no prime
+      kw.tick(); // the linger has passed since the count last moved: disarms, no prime
       expect([called, kw.armed]).toEqual([2, false]);
       kw.wake();
       expect(kw.armed).toBe(true);
       kw.tick();
       kw.tick();
-      expect(called).toBe(4); // the quiet count started again at the wake
+      expect(called).toBe(4); // the linger started again at the wake
       lookups++;
       kw.tick();
       kw.tick();
@@ -135,6 +138,23 @@ describe('keep-warm', () => {
     }
     kw.wake(); // after stop: stays stopped
     expect(kw.armed).toBe(false);
+  });
+
+  it('lingers in wall time: ticks that fire late do not stretch it', () => {
+    let now = 0;
+    let called = 0;
+    const kw = new KeepWarm(1, { lookups: () => 7, prime: () => (called++, true) }, 1000, () => now);
+    try {
+      kw.tick(); // sees the count at 0
+      now = 600; // a loaded machine: the next tick comes 600 periods late
+      kw.tick();
+      expect([called, kw.armed]).toEqual([1, true]);
+      now = 1000;
+      kw.tick(); // 1 s since the last lookup, after 2 quiet ticks of the 1,000 a count would need
+      expect([called, kw.armed]).toEqual([1, false]);
+    } finally {
+      kw.stop();
+    }
   });
 
   it('is on by default, and off with keepWarmMs 0 or with expirationMs', async () => {
@@ -155,9 +175,8 @@ describe('keep-warm', () => {
     await ix.flush();
     await ix.findMatches(docs[0]!);
     await sleep(LINGER_MS + 200);
-    // The linger is counted in ticks (LINGER_MS / period): on a loaded machine ticks fire late
-    // and it lasts longer than LINGER_MS of wall time (a CI run saw 971 of 1,000 primes at
-    // 1.2 s). Wait, within a liveness bound, until no prime comes for 100 ms.
+    // The linger is wall time, but a tick can still be late to see that it ended: wait, within
+    // a liveness bound, until no prime comes for 100 ms.
     let lingered = ix.keepWarmPrimes;
     for (let i = 0; i < 100; i++) {
       await sleep(100);

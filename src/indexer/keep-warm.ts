@@ -25,7 +25,12 @@
  * rounds (3.6 in the run that measured 8.05).
  */
 
-/** Ticks stop after this long without a lookup (see above). */
+/**
+ * Ticks stop after this long without a lookup (see above), in wall time: counted in ticks
+ * (LINGER_MS / period), the linger lasted longer where ticks fire late, as on a loaded machine
+ * (a CI run saw 971 primes 1.2 s after the last lookup, where 1,000 ticks of 1 ms make the
+ * linger). A clock read per tick costs ~50 ns a millisecond.
+ */
 export const LINGER_MS = 1000;
 
 /** What a tick needs from the indexer. */
@@ -38,17 +43,21 @@ export interface KeepWarmTarget {
 
 export class KeepWarm {
   readonly #timer: NodeJS.Timeout;
-  /** Ticks in a row without a lookup after which the timer stops (linger / period, >= 1). */
-  readonly #maxQuiet: number;
+  /** When a tick last saw the lookup count move (or the timer was armed), on `now`. */
+  #lastLookupAt: number;
   #seen = -1;
-  #quiet = 0;
   #stopped = false;
   #armed = true;
   /** Priming lookups made. */
   primes = 0;
 
-  constructor(periodMs: number, private readonly target: KeepWarmTarget, lingerMs = LINGER_MS) {
-    this.#maxQuiet = Math.max(1, Math.ceil(lingerMs / periodMs));
+  constructor(
+    periodMs: number,
+    private readonly target: KeepWarmTarget,
+    private readonly lingerMs = LINGER_MS,
+    private readonly now: () => number = () => performance.now(),
+  ) {
+    this.#lastLookupAt = now();
     // One Timeout re-armed with refresh() (no allocation per period or per wake).
     this.#timer = setTimeout(() => this.#fire(), periodMs);
     this.#timer.unref(); // never what keeps a process alive
@@ -65,17 +74,17 @@ export class KeepWarm {
   }
 
   /**
-   * One period: primes unless a lookup came since the last tick; after `LINGER_MS` of ticks
-   * without a lookup, disarms instead (the timer is not re-armed until `wake()`).
+   * One period: primes unless a lookup came since the last tick; once the linger has passed
+   * since a tick last saw a lookup, disarms instead (the timer is not re-armed until `wake()`).
    */
   tick(): void {
     const n = this.target.lookups();
     if (n !== this.#seen) {
       this.#seen = n;
-      this.#quiet = 0;
+      this.#lastLookupAt = this.now();
       return;
     }
-    if (++this.#quiet >= this.#maxQuiet) {
+    if (this.now() - this.#lastLookupAt >= this.lingerMs) {
       this.#armed = false;
       return;
     }
@@ -86,7 +95,7 @@ export class KeepWarm {
   wake(): void {
     if (this.#armed || this.#stopped) return;
     this.#armed = true;
-    this.#quiet = 0;
+    this.#lastLookupAt = this.now();
     this.#timer.refresh();
   }
 
