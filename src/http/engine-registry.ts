@@ -55,6 +55,15 @@ export class EngineRegistry {
   readonly #listeners = new Map<string, ListenerEntry>();
   /** Registrations whose listener is starting, per (model, tenant) key. */
   readonly #starting = new Map<string, number>();
+  /**
+   * Listener keys being registered (their source starting): a second registration of the same
+   * key gets 409 at once. Checked against `#listeners` alone, two registrations overlapping in
+   * `#start` would both start a source, the first one feeding the index with no way to stop it
+   * (today `ZmqKvSource.start` awaits only settled promises, so they cannot overlap yet).
+   */
+  readonly #registering = new Set<string>();
+  /** Listener keys being unregistered, and when that is done. */
+  readonly #leaving = new Map<string, Promise<void>>();
   readonly #options: EngineRegistryOptions;
 
   constructor(options: EngineRegistryOptions = {}) {
@@ -93,18 +102,25 @@ export class EngineRegistry {
 
   /**
    * Starts a listener. Throws `HttpRequestError`: 409 when the (model, tenant) has another
-   * block size or the (instance, rank) is already registered there, 400 for a bad endpoint.
+   * block size or the (instance, rank) is already registered there (or being registered), 400
+   * for a bad endpoint. Waits for an unregister of the same (instance, rank) under way.
    */
   async register(r: RegisterRequest): Promise<void> {
     checkOrBadRequest(() => checkEndpoint(r.endpoint, 'endpoint'));
     if (r.replayEndpoint !== null) checkOrBadRequest(() => checkEndpoint(r.replayEndpoint, 'replay_endpoint'));
+    const lk = key(r.instanceId, r.modelName, r.tenantId, r.dpRank);
+    // An engine that restarts unregisters and registers again at once: its registration waits
+    // until the old listener is gone with its blocks (a source's close can take a replay's
+    // timeout), instead of a 409 the engine would have to retry.
+    for (let leaving = this.#leaving.get(lk); leaving !== undefined; leaving = this.#leaving.get(lk)) await leaving;
     const ik = key(r.modelName, r.tenantId);
     let entry = this.#indexes.get(ik);
     if (entry !== undefined && entry.index.blockSize !== r.blockSize) {
       throw new HttpRequestError(`block_size ${r.blockSize} conflicts with ${entry.index.blockSize} of ${modelTenant(r.modelName, r.tenantId)}`, 409);
     }
-    const lk = key(r.instanceId, r.modelName, r.tenantId, r.dpRank);
-    if (this.#listeners.has(lk)) throw new HttpRequestError(`instance ${r.instanceId} dp_rank ${r.dpRank} is already registered for this model and tenant`, 409);
+    if (this.#listeners.has(lk) || this.#registering.has(lk)) {
+      throw new HttpRequestError(`instance ${r.instanceId} dp_rank ${r.dpRank} is already registered for this model and tenant`, 409);
+    }
     const created = entry === undefined;
     if (entry === undefined) {
       entry = { modelName: r.modelName, tenantId: r.tenantId, index: new EngineIndex({ blockSize: r.blockSize }), router: null };
@@ -112,6 +128,7 @@ export class EngineRegistry {
     }
     let source: ZmqKvSource;
     this.#starting.set(ik, (this.#starting.get(ik) ?? 0) + 1);
+    this.#registering.add(lk);
     try {
       source = await this.#start(r, entry);
     } catch (err) {
@@ -124,6 +141,7 @@ export class EngineRegistry {
       if (err instanceof ZmqError && err.code === ZmqErrorCode.BadEndpoint) throw new HttpRequestError(err.message, 400);
       throw err;
     } finally {
+      this.#registering.delete(lk);
       const n = this.#starting.get(ik)! - 1;
       if (n === 0) this.#starting.delete(ik);
       else this.#starting.set(ik, n);
@@ -170,26 +188,46 @@ export class EngineRegistry {
       ([, l]) => l.instanceId === r.instanceId && l.modelName === r.modelName && (r.tenantId === null || l.tenantId === r.tenantId) && (r.dpRank === null || l.dpRank === r.dpRank),
     );
     for (const [lk, l] of hit) {
-      // The listener stays registered until its blocks are gone: a registration of the same
-      // (instance, rank) accepted while the source closed (a replay can take its timeout) had
-      // its new blocks wiped by the clear below (found by fuzzing). It gets 409 meanwhile.
-      await l.source.close();
-      const ik = key(l.modelName, l.tenantId);
-      const entry = this.#indexes.get(ik);
-      if (entry !== undefined) {
-        // Every rank the engine's batches were filed under (a batch's own data_parallel_rank
-        // may differ from the registered one), except ranks another listener of the instance
-        // registered: clearing only the registered rank left such blocks scored for good.
-        for (const rank of new Set([l.dpRank, ...l.source.ranks()])) {
-          if (rank !== l.dpRank && this.#ownsRank(l, rank)) continue;
-          entry.index.clear(l.instanceId, rank);
-          entry.index.exclude(l.instanceId, rank, false);
-        }
+      // An unregister of the same listener already under way: this one is done when it is.
+      const under = this.#leaving.get(lk);
+      if (under !== undefined) {
+        await under;
+        continue;
       }
-      this.#listeners.delete(lk);
-      if (entry !== undefined && !this.#fed(l.modelName, l.tenantId) && !this.#starting.has(ik)) this.#indexes.delete(ik);
+      let done = (): void => undefined;
+      this.#leaving.set(lk, new Promise<void>((resolve) => (done = resolve)));
+      try {
+        await this.#remove(lk, l);
+      } finally {
+        this.#leaving.delete(lk);
+        done();
+      }
     }
     return hit.length;
+  }
+
+  /**
+   * Stops one listener and drops its blocks. It stays registered until they are gone: a
+   * registration of the same (instance, rank) accepted while the source closed (a replay can
+   * take its timeout) had its new blocks wiped by the clear below (found by fuzzing); such a
+   * registration waits for `#leaving` now.
+   */
+  async #remove(lk: string, l: ListenerEntry): Promise<void> {
+    await l.source.close();
+    const ik = key(l.modelName, l.tenantId);
+    const entry = this.#indexes.get(ik);
+    if (entry !== undefined) {
+      // Every rank the engine's batches were filed under (a batch's own data_parallel_rank
+      // may differ from the registered one), except ranks another listener of the instance
+      // registered: clearing only the registered rank left such blocks scored for good.
+      for (const rank of new Set([l.dpRank, ...l.source.ranks()])) {
+        if (rank !== l.dpRank && this.#ownsRank(l, rank)) continue;
+        entry.index.clear(l.instanceId, rank);
+        entry.index.exclude(l.instanceId, rank, false);
+      }
+    }
+    this.#listeners.delete(lk);
+    if (entry !== undefined && !this.#fed(l.modelName, l.tenantId) && !this.#starting.has(ik)) this.#indexes.delete(ik);
   }
 
   /** Stops every listener. The indexes stay readable. */
