@@ -78,11 +78,15 @@ describe.skipIf(!installed)('kvindex serve', () => {
       ['--connect-timeout', '2147483648', 'from 1 to 2147483647'],
       ['--max-age', '9223372037', 'from 1 to 9223372036'],
       ['--consumer-inactive-threshold', '9007199254740991', 'from 1 to 9223372036'],
+      ['--snapshot-lease-ms', '2147483648', 'from 0 to 2147483647'],
     ]) {
       const r = spawnSync(process.execPath, [MAIN, 'serve', flag!, value!], { encoding: 'utf8' });
       expect(r.status, flag).toBe(2);
       expect(r.stderr, flag).toContain(`${flag!}: expected an integer ${range!}, got '${value!}'`);
     }
+    const lease = spawnSync(process.execPath, [MAIN, 'serve', '--snapshot-lease-ms', '500'], { encoding: 'utf8' });
+    expect(lease.status).toBe(2);
+    expect(lease.stderr).toContain("--snapshot-lease-ms: expected 0 (no lease) or an integer from 1000 to 2147483647, got '500'");
   });
 
   it('exits 1 with a KVX_NATS_UNREACHABLE log line when NATS is unreachable', async () => {

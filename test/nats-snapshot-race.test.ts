@@ -1,9 +1,11 @@
 /**
  * Two routers snapshotting at once, against a real nats-server: router B dumps at sequence 100
  * and its upload is slow (held inside the nats.js object store client: the only simulated
- * part), router A snapshots at 150 and purges through 150, then B's older snapshot lands. A new
- * router C must still restore every event: once it restored B's snapshot (100), resumed at 151
- * and missed 101-150 while reporting ready (found by fuzzing).
+ * part), and router A snapshots at 150 meanwhile.
+ * - Without the snapshot lease: A purges through 150, then B's older snapshot lands. A new
+ *   router C must still restore every event: once it restored B's snapshot (100), resumed at
+ *   151 and missed 101-150 while reporting ready (found by fuzzing).
+ * - With it (the default): A finds the lease held and skips; after B's snapshot, A's goes.
  */
 import { connect, type JetStreamClient, type NatsConnection, type ObjectStore } from 'nats';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -60,9 +62,12 @@ async function slowUploads(url: string, gate: Gate): Promise<NatsConnection> {
 describe.skipIf(!installed)('concurrent snapshots', () => {
   const env = useNatsServer();
 
-  it('an older snapshot uploaded late never leaves the store short of purged events', async () => {
+  it.each([
+    ['without the lease (snapshotLeaseMs 0)', 0],
+    ['with the lease (default)', undefined],
+  ])('an older snapshot uploaded late never leaves the store short of purged events, %s', async (_how, leaseMs) => {
     const url = env.server.url;
-    const ns = 'snaprace';
+    const ns = leaseMs === 0 ? 'snaprace' : 'snaprace-lease';
     const model = new RadixTree();
     let eventId = 0n;
     const ev = (i: number): RouterEvent => ({ workerId: 1n + BigInt(i % 3), event: { eventId: eventId++, data: { type: 'stored', parentHash: null, blocks: [{ blockHash: 1000n + BigInt(i), tokensHash: 5000n + BigInt(i) }] } } });
@@ -79,7 +84,10 @@ describe.skipIf(!installed)('concurrent snapshots', () => {
     };
     const router = async (name: string, connection?: NatsConnection): Promise<{ indexer: ShardedIndexer; sub: KvEventSubscriber }> => {
       const indexer = await ShardedIndexer.create({ shards: 0, blockSize: 16, keepWarmMs: 0 });
-      const sub = await KvEventSubscriber.start({ indexer, namespace: ns, component: 'c', ...(connection ? { connection } : { servers: url }), snapshotThreshold: null, consumerName: name });
+      const sub = await KvEventSubscriber.start({
+        indexer, namespace: ns, component: 'c', ...(connection ? { connection } : { servers: url }), snapshotThreshold: null, consumerName: name,
+        ...(leaseMs === undefined ? {} : { snapshotLeaseMs: leaseMs }),
+      });
       closers.push(() => indexer.close(), () => sub.close());
       return { indexer, sub };
     };
@@ -112,10 +120,23 @@ describe.skipIf(!installed)('concurrent snapshots', () => {
     };
     for (let i = 0; i < 500 && !(await floorsAt(last)); i++) await new Promise((r) => setTimeout(r, 20));
     const snapA = await a.sub.snapshotNow();
-    expect(snapA).toMatchObject({ streamSeq: 150, purgedThrough: 150 });
-    gate.held = null;
-    release();
-    expect(await snapB).toMatchObject({ streamSeq: 100 });
+    const jsm = await env.nc.jetstreamManager();
+    if (leaseMs === 0) {
+      expect(snapA).toMatchObject({ streamSeq: 150, purgedThrough: 150 });
+      gate.held = null;
+      release();
+      expect(await snapB).toMatchObject({ streamSeq: 100 });
+    } else {
+      // B holds the lease: A skips, dumping, uploading and purging nothing.
+      expect(snapA).toBeNull();
+      expect(a.sub.stats()).toMatchObject({ snapshots: 0, snapshotsDeferred: 1 });
+      expect((await jsm.streams.info(kvNames(ns, 'c').stream)).state.first_seq).toBe(1);
+      gate.held = null;
+      release();
+      expect(await snapB).toMatchObject({ streamSeq: 100, uploaded: true, purgedThrough: 100 });
+      // B gave the lease back: A's snapshot goes now.
+      expect(await a.sub.snapshotNow()).toMatchObject({ streamSeq: 150, uploaded: true, purgedThrough: 150 });
+    }
 
     // The store covers every purged event again, and a new router restores all of them.
     expect(await storedSnapshotSeq(env.nc.jetstream(), kvNames(ns, 'c'))).toBeGreaterThanOrEqual(150);

@@ -103,6 +103,7 @@ describe.skipIf(!installed)('serve operations', () => {
       expect(sum((s) => s.workers)).toBeGreaterThan(1);
       expect(samples(all, 'kvindex_worker_last_event_id')).toHaveLength(1);
       expect(samples(all, 'kvindex_snapshot_age_seconds')).toHaveLength(0);
+      expect(value(all, 'kvindex_snapshots_deferred_total')).toBe(sub.stats().snapshotsDeferred);
       expect(value(all, 'process_resident_memory_bytes')).toBeGreaterThan(0);
     } finally {
       await http?.close();

@@ -50,6 +50,8 @@ const USAGE = `usage: kvindex serve [options]
   --snapshot-threshold <n>   snapshot and purge when the stream holds more messages (default: never;
                              Dynamo's default is 1000000)
   --encoding <enc>           snapshot layout: bincode (default, Dynamo's), bincode-dp, jsonl
+  --snapshot-lease-ms <ms>   one router at a time snapshots: the lease (a NATS KV key) lasts at
+                             most <ms> if its router dies (0: no lease; else >= 1000; default 60000)
   --reset-states             purge the stream and delete the snapshot bucket instead of loading it
   --parse-in-shards          shard threads parse the events (parallel; a malformed one is counted
                              in its shard and still logged at WARN with its exact stream sequence)
@@ -94,6 +96,7 @@ interface ServeArgs {
   blockSize: number;
   keepWarmMs: number | null;
   snapshotThreshold: number | null;
+  snapshotLeaseMs: number | null;
   encoding: ReturnType<typeof checkEncoding>;
   resetStates: boolean;
   parseInShards: boolean;
@@ -134,6 +137,7 @@ function parse(args: string[]): ServeArgs | 'help' {
       'block-size': { type: 'string' },
       'keep-warm-ms': { type: 'string' },
       'snapshot-threshold': { type: 'string' },
+      'snapshot-lease-ms': { type: 'string' },
       encoding: { type: 'string' },
       'reset-states': { type: 'boolean' },
       'parse-in-shards': { type: 'boolean' },
@@ -205,6 +209,10 @@ function parse(args: string[]): ServeArgs | 'help' {
       throw new UsageError(`--${reason(err)}`);
     }
   }
+  const snapshotLeaseMs = values['snapshot-lease-ms'] === undefined ? null : int('snapshot-lease-ms', values['snapshot-lease-ms'], 0, 0, MAX_TIMER_MS);
+  if (snapshotLeaseMs !== null && snapshotLeaseMs > 0 && snapshotLeaseMs < 1_000) {
+    throw new UsageError(`--snapshot-lease-ms: expected 0 (no lease) or an integer from 1000 to ${MAX_TIMER_MS}, got '${snapshotLeaseMs}'`);
+  }
   const keepWarmMs = values['keep-warm-ms'] === undefined ? null : int('keep-warm-ms', values['keep-warm-ms'], 0, 0);
   if (keepWarmMs !== null && keepWarmMs > 60_000) throw new UsageError(`--keep-warm-ms: expected at most 60000, got '${keepWarmMs}'`);
   const idleS = values['worker-idle-timeout'] === undefined ? null : int('worker-idle-timeout', values['worker-idle-timeout'], 0, 1);
@@ -222,6 +230,7 @@ function parse(args: string[]): ServeArgs | 'help' {
     blockSize: int('block-size', values['block-size'], 16, 1),
     keepWarmMs,
     snapshotThreshold: values['snapshot-threshold'] === undefined ? null : int('snapshot-threshold', values['snapshot-threshold'], 0, 0),
+    snapshotLeaseMs,
     encoding,
     resetStates: values['reset-states'] === true,
     parseInShards: values['parse-in-shards'] === true,
@@ -298,6 +307,7 @@ export async function main(args: string[]): Promise<number> {
       auth: a.auth,
       ...(a.consumer === undefined ? {} : { consumerName: a.consumer }),
       snapshotThreshold: a.snapshotThreshold,
+      ...(a.snapshotLeaseMs === null ? {} : { snapshotLeaseMs: a.snapshotLeaseMs }),
       encoding: a.encoding,
       resetStates: a.resetStates,
       parseInShards: a.parseInShards,

@@ -31,6 +31,8 @@ export interface KvNames {
   bucket: string;
   /** `radix-state`. */
   snapshotKey: string;
+  /** `<bucket>-lease`: the KV bucket of the snapshot lease (snapshot-lease.ts; not Dynamo). */
+  leaseBucket: string;
   /** `namespace-<ns>-component-<comp>.kvindex.find`: kvindex's findMatches service (not Dynamo). */
   querySubject: string;
   /** `namespace-<ns>-component-<comp>.kvindex.remove_worker`: the admin request removing a worker (not Dynamo). */
@@ -50,12 +52,14 @@ export function kvNames(namespace: string, component: string): KvNames {
   const subject = `namespace.${namespace}.component.${component}`;
   const dashed = (s: string): string => slugify(s).replace(/_/g, '-');
   const stream = dashed(`${subject}.kv_events`);
+  const bucket = dashed(`${subject}-radix-bucket`);
   return {
     stream,
     streamSubjects: [`${stream}.*`],
     publishSubject: `${stream}.queue`,
-    bucket: dashed(`${subject}-radix-bucket`),
+    bucket,
     snapshotKey: SNAPSHOT_KEY,
+    leaseBucket: `${bucket}-lease`,
     querySubject: `${dashed(subject)}.kvindex.find`,
     adminRemoveWorkerSubject: `${dashed(subject)}.kvindex.remove_worker`,
   };

@@ -13,6 +13,8 @@ import { takeSnapshot, type SnapshotContext, type SnapshotReport } from './snaps
 export class SnapshotScheduler {
   /** Snapshots taken (uploaded). */
   taken = 0;
+  /** Snapshots skipped because another router held the lease. */
+  deferred = 0;
   private readonly ctx: SnapshotContext;
   /** The consumer last reported as holding back purges (null: none). */
   private heldBy: string | null = null;
@@ -38,6 +40,9 @@ export class SnapshotScheduler {
     this.logger = ctx.logger;
     this.ctx = {
       ...ctx,
+      onDeferred: () => {
+        this.deferred++;
+      },
       // Once per holder, not per 1 s check: the same consumer holding the floor is one fact.
       onHeldBack: (h) => {
         if (h.consumer === this.heldBy) return;

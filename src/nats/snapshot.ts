@@ -25,6 +25,7 @@ import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
 import { sleep, wrap } from './connect.js';
 import { API_STREAM_NOT_FOUND, NatsError, NatsErrorCode, isApiError, reason } from './errors.js';
 import type { KvNames } from './names.js';
+import type { SnapshotLease } from './snapshot-lease.js';
 
 /** What the object's metadata says about a snapshot. */
 export interface SnapshotMeta {
@@ -86,6 +87,10 @@ export interface SnapshotContext {
    * position: `behind` is how many sequences it lags (the scheduler logs it at info).
    */
   onHeldBack?: (holder: { consumer: string; floor: number; behind: number; messages: number }) => void;
+  /** One router at a time snapshots (snapshot-lease.ts); absent: no lease. */
+  lease?: SnapshotLease;
+  /** Called when a snapshot is skipped because another router holds the lease. */
+  onDeferred?: () => void;
 }
 
 const ENCODINGS: readonly SnapshotEncoding[] = ['bincode', 'bincode-dp', 'jsonl'];
@@ -139,7 +144,8 @@ export async function lowestAckFloor(jsm: JetStreamManager, stream: string): Pro
  * stream sequence of the last event handed to the indexer: the dump is requested in the same
  * tick, and the indexer serves it after every event enqueued before (shard ports are FIFO), so
  * the dump covers exactly the events up to that sequence. Returns null when the purge would
- * delete nothing (a lagging consumer or this router holds it back), without dumping.
+ * delete nothing (a lagging consumer or this router holds it back), or when another router
+ * holds the snapshot lease (it is snapshotting: snapshot-lease.ts), without dumping.
  */
 export async function takeSnapshot(
   ctx: SnapshotContext,
@@ -162,8 +168,32 @@ export async function takeSnapshot(
     );
     return null;
   }
+  const grant = ctx.lease === undefined ? 'none' : await ctx.lease.acquire();
+  if (grant === 'busy') {
+    ctx.onDeferred?.();
+    logger?.debug({ stream: names.stream, messages: streamMessages, bucket: names.leaseBucket }, 'snapshot skipped: another router holds the snapshot lease');
+    return null;
+  }
+  try {
+    return await snapshotAndPurge(ctx, encoding, coveredSeq, streamMessages, first, cap, before.floor);
+  } finally {
+    await ctx.lease?.release(grant);
+  }
+}
+
+/** `takeSnapshot` once it decided to snapshot (and holds the lease, if any). */
+async function snapshotAndPurge(
+  ctx: SnapshotContext,
+  encoding: SnapshotEncoding,
+  coveredSeq: () => number,
+  streamMessages: number,
+  first: number,
+  cap: number,
+  floor: number | null,
+): Promise<SnapshotReport> {
+  const { jsm, names, logger } = ctx;
   const started = performance.now();
-  logger?.info({ stream: names.stream, messages: streamMessages, appliedSeq: cap, lowestAckFloor: before.floor }, 'purge and snapshot start');
+  logger?.info({ stream: names.stream, messages: streamMessages, appliedSeq: cap, lowestAckFloor: floor }, 'purge and snapshot start');
   // No await between reading the sequence and requesting the dump (see above).
   const streamSeq = coveredSeq();
   const bytes = await ctx.indexer.dumpSnapshot(encoding);

@@ -10,6 +10,7 @@ import type { NatsAuthOptions } from './auth.js';
 import { DEFAULT_CONSUMER_INACTIVE_S, DEFAULT_STREAM_MAX_AGE_S } from './connect.js';
 import { MAX_NANOS_S, MAX_TIMER_MS } from '../protocol/time-limits.js';
 import { checkEncoding } from './snapshot.js';
+import { DEFAULT_LEASE_MS } from './snapshot-lease.js';
 import { showValue } from '../protocol/show-value.js';
 
 export interface KvEventSubscriberOptions {
@@ -35,6 +36,12 @@ export interface KvEventSubscriberOptions {
   snapshotIntervalMs?: number;
   /** Snapshot layout. Default 'bincode' (Dynamo's PR-era layout). */
   encoding?: SnapshotEncoding;
+  /**
+   * Time to live of the snapshot lease, ms (snapshot-lease.ts: one router at a time snapshots;
+   * a router that dies holding it blocks the others this long). Default 60,000; 0: no lease
+   * (snapshots still settle on a covering one, see `takeSnapshot`). At least 1,000 otherwise.
+   */
+  snapshotLeaseMs?: number;
   /** Purge the stream and delete the snapshot bucket instead of loading the snapshot. */
   resetStates?: boolean;
   /** Messages per pull, at most. Default 512. */
@@ -101,6 +108,8 @@ export interface SubscriberStats {
   /** Times the consumer was recreated after a lost delivery or its disappearance. */
   consumerResets: number;
   snapshots: number;
+  /** Snapshots skipped because another router held the snapshot lease (it was taking one). */
+  snapshotsDeferred: number;
   /** Every event up to this stream sequence is applied (and acked). */
   lastAppliedSeq: number;
   /** Messages the server still had for the consumer at the last delivery. */
@@ -115,6 +124,7 @@ export interface SubscriberConfig {
   snapshotThreshold: number | null;
   snapshotIntervalMs: number;
   encoding: SnapshotEncoding;
+  snapshotLeaseMs: number;
   resetStates: boolean;
   batchMessages: number;
   batchBytes: number;
@@ -143,6 +153,8 @@ export function checkSubscriberOptions(o: KvEventSubscriberOptions): SubscriberC
   if (typeof o.indexer?.applyEvent !== 'function') bad('indexer: expected a ShardedIndexer');
   const name = o.consumerName ?? randomUUID();
   if (typeof name !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(name)) bad(`consumerName: expected 1-64 of [A-Za-z0-9_-], got ${JSON.stringify(name)}`);
+  const leaseMs = int('snapshotLeaseMs', o.snapshotLeaseMs, DEFAULT_LEASE_MS, 0, MAX_TIMER_MS);
+  if (leaseMs > 0 && leaseMs < 1_000) bad(`snapshotLeaseMs: expected 0 (no lease) or an integer from 1000 to ${MAX_TIMER_MS}, got ${leaseMs}`);
   const threshold = o.snapshotThreshold ?? null;
   if (threshold !== null && !(Number.isInteger(threshold) && threshold >= 0)) bad(`snapshotThreshold: expected an integer >= 0, got ${String(threshold)}`);
   return {
@@ -152,6 +164,7 @@ export function checkSubscriberOptions(o: KvEventSubscriberOptions): SubscriberC
     snapshotThreshold: threshold,
     snapshotIntervalMs: int('snapshotIntervalMs', o.snapshotIntervalMs, 1_000, 10, MAX_TIMER_MS),
     encoding: checkEncoding(o.encoding ?? 'bincode'),
+    snapshotLeaseMs: leaseMs,
     resetStates: o.resetStates === true,
     batchMessages: int('batchMessages', o.batchMessages, 512, 1),
     batchBytes: int('batchBytes', o.batchBytes, 1 << 20, 1),

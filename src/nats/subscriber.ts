@@ -39,6 +39,7 @@ import { SnapshotScheduler } from './snapshot-schedule.js';
 import { PauseGate } from './pause-gate.js';
 import { ReadinessTracker, type Readiness } from './readiness.js';
 import { SeqWaiters } from './seq-waiters.js';
+import { SnapshotLease } from './snapshot-lease.js';
 import type { WorkerActivity } from './worker-activity.js';
 import {
   checkSubscriberOptions,
@@ -119,7 +120,10 @@ export class KvEventSubscriber {
     this.appliedSeq = restored.resumeAfter;
     // The dump is requested in the same tick as this read (see takeSnapshot).
     this.snapshots = new SnapshotScheduler(
-      { jsm: jet.jsm, js: jet.js, names, indexer: opts.indexer, logger: this.logger, consumerName: o.consumerName },
+      {
+        jsm: jet.jsm, js: jet.js, names, indexer: opts.indexer, logger: this.logger, consumerName: o.consumerName,
+        lease: new SnapshotLease(jet.js, names.leaseBucket, o.snapshotLeaseMs, `consumer ${o.consumerName}, pid ${process.pid}`, this.logger),
+      },
       o.snapshotThreshold,
       o.snapshotIntervalMs,
       o.encoding,
@@ -196,6 +200,7 @@ export class KvEventSubscriber {
       workersRemoved: this.workersRemoved,
       lag: this.readinessTracker.lag(this.appliedSeq),
       snapshots: this.snapshots.taken,
+      snapshotsDeferred: this.snapshots.deferred,
       lastAppliedSeq: this.appliedSeq,
     };
   }

@@ -14,7 +14,8 @@
  * - stream: `kvindex_stream_lag_messages`, `kvindex_stream_last_applied_seq`,
  *   `kvindex_consumer_ack_floor_seq{consumer}`, `kvindex_ready`.
  * - snapshots: `kvindex_snapshot_age_seconds{encoding}`, `_duration_seconds`, `_bytes`, `_events`
- *   (no series before this router's first snapshot), `kvindex_snapshots_total`.
+ *   (no series before this router's first snapshot), `kvindex_snapshots_total`,
+ *   `kvindex_snapshots_deferred_total` (another router held the snapshot lease).
  * - lookups: `kvindex_lookups_past_writer_total{outcome}` (answered, waited): shard lookups that
  *   found their shard's writer descheduled inside a write section (src/tree/unit-log.ts);
  *   `kvindex_keep_warm_primes_total`: keep-warm lookups (`--keep-warm-ms`, on by default: src/indexer/keep-warm.ts).
@@ -198,6 +199,7 @@ export class ServeMetrics {
     snapshotGauge('kvindex_snapshot_bytes', 'Size of the last snapshot', (l) => l.bytes);
     snapshotGauge('kvindex_snapshot_events', 'Events in the last snapshot', (l) => l.events);
     counter('kvindex_snapshots_total', 'Snapshots taken by this router', () => sub.stats().snapshots);
+    counter('kvindex_snapshots_deferred_total', 'Snapshots this router skipped because another router held the snapshot lease', () => sub.stats().snapshotsDeferred);
 
     /** A counter labelled `outcome`, set from `read()`'s (outcome, count) pairs at scrape time. */
     const byOutcome = (name: string, help: string, read: () => Array<[string, number]>): void => {
