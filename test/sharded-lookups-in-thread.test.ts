@@ -14,7 +14,7 @@ import { createMatchResult, type MatchResult } from '../src/tree/match-result.js
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { readWorkload } from '../src/trace/workload.js';
 import { sortedScores } from './support/compare.js';
-import { Rng } from './support/event-gen.js';
+import { generateStream, Rng } from './support/event-gen.js';
 import { createFaultyIndexer } from './support/faulty-shards.js';
 import { prefixClosedStream } from './support/prefix-closed-gen.js';
 import { sharedWorkload } from './support/shared.js';
@@ -88,6 +88,48 @@ describe('lookups on the calling thread', () => {
     }
     const stats = await ix.stats();
     expect(stats.reduce((n, s) => n + s.nodes, 0)).toBeGreaterThan(4 * shards); // the trees grew
+    expect(lookups).toBeGreaterThan(1000);
+  });
+
+  it.each([1, 2, 3])('are exact at every quiescent point while shards churn streams with partial removes, stopped inside units (shards: %i)', async (shards) => {
+    // Streams of any shape (event-gen.ts): a worker removes a block and keeps its children, so
+    // nodes turn hollow and are freed with chains of hollow ancestors while lookups read the
+    // trees (from tiny capacities, past writers the fixture stops inside units of writing).
+    const { ix } = await createFaultyIndexer({ shards, blockSize: 16, readYourWrites: false }, { initialCapacity: 4, stallEvery: 40 });
+    open.push(ix);
+    const result = createMatchResult(1);
+    let lookups = 0;
+    for (let seed = 1; seed <= 6; seed++) {
+      const stream = generateStream(300 + seed, 800);
+      const docs = stream.docs.map((d) => BigUint64Array.from(d));
+      const ref = new RadixTree();
+      const rng = new Rng(seed);
+      let i = 0;
+      while (i < stream.ops.length) {
+        for (let b = 1 + rng.int(60); b > 0 && i < stream.ops.length; b--, i++) {
+          const op = stream.ops[i]!;
+          if (op.kind === 'event') {
+            ix.applyEvent(op.event);
+            ref.applyEvent(op.event);
+          } else if (op.kind === 'removeWorker') {
+            void ix.removeWorker(op.workerId);
+            ref.removeWorker(op.workerId);
+          }
+        }
+        await Promise.resolve();
+        for (let k = 0; k < 100; k++) {
+          const doc = docs[k % docs.length]!;
+          const n = ix.findMatchesInto(doc, result);
+          for (let j = 0; j < n; j++) expect(result.scores[j]).toBeLessThanOrEqual(doc.length);
+          lookups++;
+        }
+        await ix.flush();
+        for (const doc of docs) {
+          const want = sortedScores(ref.findMatches(doc));
+          expect(resultScores(result, ix.findMatchesInto(doc, result)), `seed ${seed}`).toEqual(want);
+        }
+      }
+    }
     expect(lookups).toBeGreaterThan(1000);
   });
 
