@@ -35,23 +35,28 @@ async function until(check: () => Promise<boolean>, ms = 15_000): Promise<void> 
 describe.skipIf(!installed)('snapshot lease', () => {
   const env = useNatsServer();
 
-  it('a lease left by a dead router defers snapshots until it expires; a snapshot gives its own lease back', async () => {
-    const ns = 'lease-dead';
-    const names = kvNames(ns, 'c');
+  /** A publisher and a router on namespace `ns` with this lease, once the router acked `events` events. */
+  async function routerWith(ns: string, snapshotLeaseMs: number, events: number): Promise<{ sub: KvEventSubscriber; last: number }> {
     const pub = await KvEventPublisher.connect({ servers: env.server.url, namespace: ns, component: 'c' });
     closers.push(() => pub.close());
     const indexer = await ShardedIndexer.create({ shards: 0, blockSize: 16, keepWarmMs: 0 });
-    const sub = await KvEventSubscriber.start({ indexer, namespace: ns, component: 'c', servers: env.server.url, snapshotThreshold: null, snapshotLeaseMs: 1_000 });
+    const sub = await KvEventSubscriber.start({ indexer, namespace: ns, component: 'c', servers: env.server.url, snapshotThreshold: null, snapshotLeaseMs });
     closers.push(() => indexer.close(), () => sub.close());
     let last = 0;
-    for (let i = 0; i < 20; i++) {
+    for (let i = 0; i < events; i++) {
       const e: RouterEvent = { workerId: 7n, event: { eventId: BigInt(i), data: { type: 'stored', parentHash: null, blocks: [{ blockHash: 100n + BigInt(i), tokensHash: 900n + BigInt(i) }] } } };
       last = await pub.publish(e);
     }
     await sub.waitForSeq(last);
     const jsm = await env.nc.jetstreamManager();
-    const ackedAll = async (): Promise<boolean> => (await jsm.consumers.info(names.stream, sub.consumerName)).ack_floor.stream_seq >= last;
-    await until(ackedAll);
+    await until(async () => (await jsm.consumers.info(kvNames(ns, 'c').stream, sub.consumerName)).ack_floor.stream_seq >= last);
+    return { sub, last };
+  }
+
+  it('a lease left by a dead router defers snapshots until it expires; a snapshot gives its own lease back', async () => {
+    const names = kvNames('lease-dead', 'c');
+    const { sub, last } = await routerWith('lease-dead', 1_000, 20);
+    const jsm = await env.nc.jetstreamManager();
 
     // A router that took the lease and died: its key stays until the bucket's max age.
     const dead = await env.nc.jetstream().views.kv(names.leaseBucket, { ttl: 1_000, history: 1 });
@@ -91,18 +96,8 @@ describe.skipIf(!installed)('snapshot lease', () => {
   });
 
   it('snapshotLeaseMs 0 takes no lease: a held one does not defer', async () => {
-    const ns = 'lease-off';
-    const names = kvNames(ns, 'c');
-    const pub = await KvEventPublisher.connect({ servers: env.server.url, namespace: ns, component: 'c' });
-    closers.push(() => pub.close());
-    const indexer = await ShardedIndexer.create({ shards: 0, blockSize: 16, keepWarmMs: 0 });
-    const sub = await KvEventSubscriber.start({ indexer, namespace: ns, component: 'c', servers: env.server.url, snapshotThreshold: null, snapshotLeaseMs: 0 });
-    closers.push(() => indexer.close(), () => sub.close());
-    const e: RouterEvent = { workerId: 7n, event: { eventId: 0n, data: { type: 'stored', parentHash: null, blocks: [{ blockHash: 1n, tokensHash: 2n }] } } };
-    const last = await pub.publish(e);
-    await sub.waitForSeq(last);
-    const jsm = await env.nc.jetstreamManager();
-    await until(async () => (await jsm.consumers.info(names.stream, sub.consumerName)).ack_floor.stream_seq >= last);
+    const names = kvNames('lease-off', 'c');
+    const { sub, last } = await routerWith('lease-off', 0, 1);
     const held = await env.nc.jetstream().views.kv(names.leaseBucket, { ttl: 60_000, history: 1 });
     await held.create('snapshot', new TextEncoder().encode('another router'));
     expect(await sub.snapshotNow()).toMatchObject({ streamSeq: last, uploaded: true });

@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import { readWorkload } from '../src/trace/workload.js';
 import { dumpTuples, sortedScores } from './support/compare.js';
-import { generateStream } from './support/event-gen.js';
+import { generateStream, type Op } from './support/event-gen.js';
 import { prefixClosedStream } from './support/prefix-closed-gen.js';
 import { sharedWorkload } from './support/shared.js';
 
@@ -25,30 +25,39 @@ afterAll(async () => {
   await Promise.all(open.map((ix) => ix.close()));
 });
 
+/**
+ * Runs `ops` through a fresh fleet (shards 0..3): every lookup must score alike (without
+ * earlyExit, which applies with one tree only: README), and at the end the dumps must be
+ * equivalent, their event ids counting from 0. Returns how many lookups it compared.
+ */
+async function runEverywhere(ops: readonly Op[], label: string): Promise<number> {
+  const ixs = await fleet();
+  let finds = 0;
+  for (const op of ops) {
+    if (op.kind === 'event') {
+      for (const ix of ixs) ix.applyEvent(op.event);
+    } else if (op.kind === 'removeWorker') {
+      await Promise.all(ixs.map((ix) => ix.removeWorker(op.workerId)));
+    } else {
+      const results = await Promise.all(ixs.map((ix) => ix.findMatches(op.hashes)));
+      const want = sortedScores(results[0]!);
+      for (const [k, r] of results.entries()) expect(sortedScores(r), `${label}, shards ${SHARDS[k]}`).toEqual(want);
+      finds++;
+    }
+  }
+  const dumps = await Promise.all(ixs.map((ix) => ix.dumpEvents()));
+  const want = dumpTuples(dumps[0]!);
+  for (const d of dumps) {
+    expect(dumpTuples(d)).toEqual(want);
+    expect(d.map((e) => e.event.eventId)).toEqual(d.map((_, i) => BigInt(i)));
+  }
+  await Promise.all(ixs.map((ix) => ix.close()));
+  return finds;
+}
+
 describe('sharded indexer equivalence', () => {
   it('random prefix-closed streams give identical scores and equivalent dumps for 0..3 shards', async () => {
-    for (let seed = 1; seed <= 10; seed++) {
-      const stream = prefixClosedStream(seed, 600);
-      const ixs = await fleet();
-      for (const op of stream.ops) {
-        if (op.kind === 'event') {
-          for (const ix of ixs) ix.applyEvent(op.event);
-        } else if (op.kind === 'removeWorker') {
-          await Promise.all(ixs.map((ix) => ix.removeWorker(op.workerId)));
-        } else {
-          const results = await Promise.all(ixs.map((ix) => ix.findMatches(op.hashes)));
-          const want = sortedScores(results[0]!);
-          for (const r of results) expect(sortedScores(r)).toEqual(want);
-        }
-      }
-      const dumps = await Promise.all(ixs.map((ix) => ix.dumpEvents()));
-      const want = dumpTuples(dumps[0]!);
-      for (const d of dumps) {
-        expect(dumpTuples(d)).toEqual(want);
-        expect(d.map((e) => e.event.eventId)).toEqual(d.map((_, i) => BigInt(i)));
-      }
-      await Promise.all(ixs.map((ix) => ix.close()));
-    }
+    for (let seed = 1; seed <= 10; seed++) await runEverywhere(prefixClosedStream(seed, 600).ops, `seed ${seed}`);
   }, 120_000);
 
   it('random streams with partial removes give identical scores and equivalent dumps for 0..3 shards', async () => {
@@ -57,27 +66,7 @@ describe('sharded indexer equivalence', () => {
     // workers share its shard's tree (before: 10.7 % of these lookups differed between one tree
     // and two).
     let finds = 0;
-    for (let seed = 1; seed <= 40; seed++) {
-      const stream = generateStream(seed, 400);
-      const ixs = await fleet();
-      for (const op of stream.ops) {
-        if (op.kind === 'event') {
-          for (const ix of ixs) ix.applyEvent(op.event);
-        } else if (op.kind === 'removeWorker') {
-          await Promise.all(ixs.map((ix) => ix.removeWorker(op.workerId)));
-        } else {
-          // earlyExit applies with one tree only (README), so every lookup here goes without it.
-          const results = await Promise.all(ixs.map((ix) => ix.findMatches(op.hashes)));
-          const want = sortedScores(results[0]!);
-          for (const [k, r] of results.entries()) expect(sortedScores(r), `seed ${seed}, shards ${SHARDS[k]}`).toEqual(want);
-          finds++;
-        }
-      }
-      const dumps = await Promise.all(ixs.map((ix) => ix.dumpEvents()));
-      const want = dumpTuples(dumps[0]!);
-      for (const d of dumps) expect(dumpTuples(d)).toEqual(want);
-      await Promise.all(ixs.map((ix) => ix.close()));
-    }
+    for (let seed = 1; seed <= 40; seed++) finds += await runEverywhere(generateStream(seed, 400).ops, `seed ${seed}`);
     expect(finds).toBeGreaterThan(1000);
   }, 120_000);
 

@@ -14,7 +14,7 @@ import { createMatchResult, type MatchResult } from '../src/tree/match-result.js
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { readWorkload } from '../src/trace/workload.js';
 import { sortedScores } from './support/compare.js';
-import { generateStream, Rng } from './support/event-gen.js';
+import { generateStream, Rng, type Op } from './support/event-gen.js';
 import { createFaultyIndexer } from './support/faulty-shards.js';
 import { prefixClosedStream } from './support/prefix-closed-gen.js';
 import { sharedWorkload } from './support/shared.js';
@@ -48,43 +48,55 @@ function chain(workerId: bigint, n: number, salt: bigint): RouterEvent {
 }
 const toks = (n: number): BigUint64Array => BigUint64Array.from({ length: n }, (_, i) => 0xe000_0000_0000_0000n + BigInt(i));
 
+/**
+ * Applies `ops` to `ix` and to an in-thread tree in random batches. After each batch is sent,
+ * this thread keeps looking up while the shards apply it (any state they pass through must read
+ * cleanly: no score past the query), then, once flushed, every doc must score as in the
+ * in-thread tree, through each lookup call. Returns the lookups made during the batches.
+ */
+async function churn(ix: ShardedIndexer, ops: readonly Op[], docs: ReadonlyArray<BigUint64Array | readonly bigint[]>, seed: number): Promise<number> {
+  const result = createMatchResult(1);
+  const ref = new RadixTree();
+  const rng = new Rng(seed);
+  let lookups = 0;
+  let i = 0;
+  while (i < ops.length) {
+    for (let b = 1 + rng.int(60); b > 0 && i < ops.length; b--, i++) {
+      const op = ops[i]!;
+      if (op.kind === 'event') {
+        ix.applyEvent(op.event);
+        ref.applyEvent(op.event);
+      } else if (op.kind === 'removeWorker') {
+        void ix.removeWorker(op.workerId);
+        ref.removeWorker(op.workerId);
+      }
+    }
+    await Promise.resolve(); // the queued batches go out now; the shards apply them while...
+    for (let k = 0; k < 100; k++) {
+      // ...this thread keeps reading.
+      const doc = docs[k % docs.length]!;
+      const n = ix.findMatchesInto(doc, result);
+      for (let j = 0; j < n; j++) expect(result.scores[j]).toBeLessThanOrEqual(doc.length);
+      lookups++;
+    }
+    await ix.flush();
+    for (const doc of docs) {
+      const want = sortedScores(ref.findMatches(doc));
+      expect(sortedScores(ix.findMatchesSync(doc)), `seed ${seed}`).toEqual(want);
+      expect(resultScores(result, ix.findMatchesInto(doc, result)), `seed ${seed}`).toEqual(want);
+      expect(sortedScores(await ix.findMatches(doc)), `seed ${seed}`).toEqual(want);
+    }
+  }
+  return lookups;
+}
+
 describe('lookups on the calling thread', () => {
   it.each([1, 2, 3])('are exact at every quiescent point while shards churn under continuous lookups (shards: %i)', async (shards) => {
     const ix = await tiny(shards, { readYourWrites: false });
-    const result = createMatchResult(1);
     let lookups = 0;
     for (let seed = 1; seed <= 4; seed++) {
       const { ops, docs } = prefixClosedStream(100 + seed, 1500);
-      const ref = new RadixTree();
-      const rng = new Rng(seed);
-      let i = 0;
-      while (i < ops.length) {
-        for (let b = 1 + rng.int(60); b > 0 && i < ops.length; b--, i++) {
-          const op = ops[i]!;
-          if (op.kind === 'event') {
-            ix.applyEvent(op.event);
-            ref.applyEvent(op.event);
-          } else if (op.kind === 'removeWorker') {
-            void ix.removeWorker(op.workerId);
-            ref.removeWorker(op.workerId);
-          }
-        }
-        await Promise.resolve(); // the queued batches go out now; the shards apply them while...
-        for (let k = 0; k < 100; k++) {
-          // ...this thread keeps reading: any state the shards pass through must read cleanly.
-          const doc = docs[k % docs.length]!;
-          const n = ix.findMatchesInto(doc, result);
-          for (let j = 0; j < n; j++) expect(result.scores[j]).toBeLessThanOrEqual(doc.length);
-          lookups++;
-        }
-        await ix.flush();
-        for (const doc of docs) {
-          const want = sortedScores(ref.findMatches(doc));
-          expect(sortedScores(ix.findMatchesSync(doc))).toEqual(want);
-          expect(resultScores(result, ix.findMatchesInto(doc, result))).toEqual(want);
-          expect(sortedScores(await ix.findMatches(doc))).toEqual(want);
-        }
-      }
+      lookups += await churn(ix, ops, docs, seed);
     }
     const stats = await ix.stats();
     expect(stats.reduce((n, s) => n + s.nodes, 0)).toBeGreaterThan(4 * shards); // the trees grew
@@ -97,38 +109,10 @@ describe('lookups on the calling thread', () => {
     // trees (from tiny capacities, past writers the fixture stops inside units of writing).
     const { ix } = await createFaultyIndexer({ shards, blockSize: 16, readYourWrites: false }, { initialCapacity: 4, stallEvery: 40 });
     open.push(ix);
-    const result = createMatchResult(1);
     let lookups = 0;
     for (let seed = 1; seed <= 6; seed++) {
       const stream = generateStream(300 + seed, 800);
-      const docs = stream.docs.map((d) => BigUint64Array.from(d));
-      const ref = new RadixTree();
-      const rng = new Rng(seed);
-      let i = 0;
-      while (i < stream.ops.length) {
-        for (let b = 1 + rng.int(60); b > 0 && i < stream.ops.length; b--, i++) {
-          const op = stream.ops[i]!;
-          if (op.kind === 'event') {
-            ix.applyEvent(op.event);
-            ref.applyEvent(op.event);
-          } else if (op.kind === 'removeWorker') {
-            void ix.removeWorker(op.workerId);
-            ref.removeWorker(op.workerId);
-          }
-        }
-        await Promise.resolve();
-        for (let k = 0; k < 100; k++) {
-          const doc = docs[k % docs.length]!;
-          const n = ix.findMatchesInto(doc, result);
-          for (let j = 0; j < n; j++) expect(result.scores[j]).toBeLessThanOrEqual(doc.length);
-          lookups++;
-        }
-        await ix.flush();
-        for (const doc of docs) {
-          const want = sortedScores(ref.findMatches(doc));
-          expect(resultScores(result, ix.findMatchesInto(doc, result)), `seed ${seed}`).toEqual(want);
-        }
-      }
+      lookups += await churn(ix, stream.ops, stream.docs.map((d) => BigUint64Array.from(d)), seed);
     }
     expect(lookups).toBeGreaterThan(1000);
   });
