@@ -213,9 +213,12 @@ describe.skipIf(!(await zmqAvailable()))('ZmqKvSource', () => {
     expect(index.blockCount(W, 0)).toBe(2); // a cleared, c applied
     expect(score(index, a.tokens)).toBe(0);
     expect(score(index, c.tokens)).toBe(0); // held but excluded
+    // Left out of /dump as well: a peer starting from it would have scored c.
+    expect(index.dumpEvents().filter((e) => e.workerId === W)).toEqual([]);
     await pub.publish(['cleared', chain(1, 3000, 90n).spec]);
     await until(() => src.stats().batches === 3);
     expect(score(index, c.tokens)).toBe(1);
+    expect(index.dumpEvents().filter((e) => e.workerId === W)).toHaveLength(1);
   });
 
   it('counts malformed frames, payloads and events without losing what was indexed', async () => {

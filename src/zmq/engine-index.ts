@@ -193,13 +193,20 @@ export class EngineIndex {
     return this.apply(event.workerId, event.event.dpRank ?? 0, StorageTier.Device, event.event.data, event.event.eventId);
   }
 
-  /** The device tier as events that rebuild it, rank by rank, each event carrying its rank. */
+  /**
+   * The device tier as events that rebuild it, rank by rank, each event carrying its rank. An
+   * excluded (worker, rank) is left out, as lookups leave it out: its blocks are known to be
+   * incomplete (an unreplayable gap), and a peer that starts from this dump would otherwise
+   * score what this index does not.
+   */
   dumpEvents(): RouterEvent[] {
     const out: RouterEvent[] = [];
     const ranks = this.#trees.get(StorageTier.Device);
     if (ranks === undefined) return out;
     for (const rank of [...ranks.keys()].sort((a, b) => a - b)) {
+      const excluded = this.#excluded.get(rank);
       for (const ev of ranks.get(rank)!.dumpEvents()) {
+        if (excluded?.has(ev.workerId) === true) continue;
         out.push(rank === 0 ? ev : { workerId: ev.workerId, event: { ...ev.event, dpRank: rank } });
       }
     }
