@@ -4,8 +4,8 @@
  * (src/shard/main/tree-reader.ts): one implementation of the probe and the scoring.
  *
  * An active-set walk: a worker's score is the number of leading nodes of the path it holds
- * without a gap (its run from the first node; see `enter` on why). The walk keeps
- * the current node's worker set and touches workers only where the set changes: a node whose
+ * without a gap (its run from the first node; see `enter` on why). The walk keeps the current
+ * node's worker set and touches workers only where the set changes: a node whose
  * count and 64-bit fingerprint (XOR of the workers' random slot keys, node-store.ts) equal the
  * previous node's holds the same workers (a different set with the same count and fingerprint
  * has probability 2^-64), so a path that thousands of workers share costs O(1) per node instead
@@ -392,10 +392,10 @@ function listed(list: Int32Array, n: number, id: number): boolean {
  *
  * Only the run from the first node scores: a prefix cache reuses a worker's blocks up to its
  * first gap, so a block it holds past a gap (it removed a block but kept the children) is no
- * use to a request. This is also what Dynamo's active-set walk (2026) computes, and it makes
- * scores independent of which workers share a tree: a node is detached when the last worker of
- * its tree leaves, so with a run per gap the same events scored differently in-thread and
- * through shards (README, "Semantics").
+ * use to a request. This is also what Dynamo's active-set walk (2026) computes. With hollow
+ * nodes (radix-tree.ts `detach`) it makes scores independent of which workers share a tree:
+ * counting a run per gap, the same events scored differently in-thread and through shards
+ * (README, "Semantics").
  */
 function enter(
   w: number, mark: Int32Array, runStart: Int32Array, score: Int32Array, touched: Int32Array,
