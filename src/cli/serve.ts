@@ -13,6 +13,7 @@ import { KvQueryService } from '../nats/query.js';
 import { KvRouteService } from '../nats/route-service.js';
 import { KvEventSubscriber } from '../nats/subscriber.js';
 import { checkEncoding } from '../nats/snapshot.js';
+import { leaseMsProblem } from '../nats/snapshot-lease.js';
 import { reason } from '../nats/errors.js';
 import { MAX_NANOS_S, MAX_TIMER_MS } from '../protocol/time-limits.js';
 import { ErrorCode, KvIndexError } from '../errors.js';
@@ -210,9 +211,8 @@ function parse(args: string[]): ServeArgs | 'help' {
     }
   }
   const snapshotLeaseMs = values['snapshot-lease-ms'] === undefined ? null : int('snapshot-lease-ms', values['snapshot-lease-ms'], 0, 0, MAX_TIMER_MS);
-  if (snapshotLeaseMs !== null && snapshotLeaseMs > 0 && snapshotLeaseMs < 1_000) {
-    throw new UsageError(`--snapshot-lease-ms: expected 0 (no lease) or an integer from 1000 to ${MAX_TIMER_MS}, got '${snapshotLeaseMs}'`);
-  }
+  const leaseProblem = snapshotLeaseMs === null ? null : leaseMsProblem(snapshotLeaseMs);
+  if (leaseProblem !== null) throw new UsageError(`--snapshot-lease-ms: ${leaseProblem}, got '${snapshotLeaseMs}'`);
   const keepWarmMs = values['keep-warm-ms'] === undefined ? null : int('keep-warm-ms', values['keep-warm-ms'], 0, 0);
   if (keepWarmMs !== null && keepWarmMs > 60_000) throw new UsageError(`--keep-warm-ms: expected at most 60000, got '${keepWarmMs}'`);
   const idleS = values['worker-idle-timeout'] === undefined ? null : int('worker-idle-timeout', values['worker-idle-timeout'], 0, 1);

@@ -194,13 +194,12 @@ export class EngineRegistry {
         await under;
         continue;
       }
-      let done = (): void => undefined;
-      this.#leaving.set(lk, new Promise<void>((resolve) => (done = resolve)));
+      const removal = this.#remove(lk, l);
+      this.#leaving.set(lk, removal.catch(() => undefined)); // waiters go on whatever it does
       try {
-        await this.#remove(lk, l);
+        await removal;
       } finally {
         this.#leaving.delete(lk);
-        done();
       }
     }
     return hit.length;

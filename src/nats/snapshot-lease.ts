@@ -15,10 +15,18 @@
  */
 import type { JetStreamClient, KV } from 'nats';
 import type { Logger } from 'pino';
+import { MAX_TIMER_MS } from '../protocol/time-limits.js';
 import { reason, isApiError } from './errors.js';
 
 /** Default time to live of the lease, ms: far longer than a snapshot takes (seconds at most). */
 export const DEFAULT_LEASE_MS = 60_000;
+/** Below this a lease (the KV bucket's max age, checked by the server about once a second) means little. */
+const MIN_LEASE_MS = 1_000;
+
+/** What an integer lease time (0: no lease) should have been, or null when it is fine: for the option and the CLI flag alike. */
+export function leaseMsProblem(ms: number): string | null {
+  return ms > 0 && ms < MIN_LEASE_MS ? `expected 0 (no lease) or an integer from ${MIN_LEASE_MS} to ${MAX_TIMER_MS}` : null;
+}
 const LEASE_KEY = 'snapshot';
 /** JetStream `err_code` of a conditional write whose expected last sequence does not hold. */
 const API_WRONG_LAST_SEQUENCE = 10071;

@@ -526,4 +526,3 @@ async function streamState(jsm: JetStreamManager, stream: string): Promise<{ fir
     throw wrap(`stream info ${stream}`, err);
   }
 }
-

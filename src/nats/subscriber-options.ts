@@ -10,7 +10,7 @@ import type { NatsAuthOptions } from './auth.js';
 import { DEFAULT_CONSUMER_INACTIVE_S, DEFAULT_STREAM_MAX_AGE_S } from './connect.js';
 import { MAX_NANOS_S, MAX_TIMER_MS } from '../protocol/time-limits.js';
 import { checkEncoding } from './snapshot.js';
-import { DEFAULT_LEASE_MS } from './snapshot-lease.js';
+import { DEFAULT_LEASE_MS, leaseMsProblem } from './snapshot-lease.js';
 import { showValue } from '../protocol/show-value.js';
 
 export interface KvEventSubscriberOptions {
@@ -154,7 +154,8 @@ export function checkSubscriberOptions(o: KvEventSubscriberOptions): SubscriberC
   const name = o.consumerName ?? randomUUID();
   if (typeof name !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(name)) bad(`consumerName: expected 1-64 of [A-Za-z0-9_-], got ${JSON.stringify(name)}`);
   const leaseMs = int('snapshotLeaseMs', o.snapshotLeaseMs, DEFAULT_LEASE_MS, 0, MAX_TIMER_MS);
-  if (leaseMs > 0 && leaseMs < 1_000) bad(`snapshotLeaseMs: expected 0 (no lease) or an integer from 1000 to ${MAX_TIMER_MS}, got ${leaseMs}`);
+  const leaseProblem = leaseMsProblem(leaseMs);
+  if (leaseProblem !== null) bad(`snapshotLeaseMs: ${leaseProblem}, got ${leaseMs}`);
   const threshold = o.snapshotThreshold ?? null;
   if (threshold !== null && !(Number.isInteger(threshold) && threshold >= 0)) bad(`snapshotThreshold: expected an integer >= 0, got ${String(threshold)}`);
   return {
