@@ -160,9 +160,23 @@ export class KvEventSubscriber {
       // applies nothing until the snapshot is downloaded whole.
       const jet = await retryStartup('open JetStream', () => openJetStream(nc), logger, undefined, true);
       await retryStartup('stream', () => ensureStream(jet.jsm, names, o.streamMaxAgeS, logger), logger);
-      const restored = await retryStartup('restore', () => restoreSnapshot({ ...jet, names, indexer: options.indexer, logger: logger ?? null }, o.resetStates, o.onBadSnapshot), logger);
-      const sub = new KvEventSubscriber(o, options, names, nc, jet, restored);
-      await retryStartup('consumer', () => sub.createConsumer(), logger);
+      let restored: RestoreReport;
+      let sub: KvEventSubscriber;
+      for (let attempt = 1; ; attempt++) {
+        restored = await retryStartup('restore', () => restoreSnapshot({ ...jet, names, indexer: options.indexer, logger: logger ?? null }, o.resetStates && attempt === 1, o.onBadSnapshot), logger);
+        const made = new KvEventSubscriber(o, options, names, nc, jet, restored);
+        sub = made;
+        await retryStartup('consumer', () => made.createConsumer(), logger);
+        // From here this router's consumer holds purges at its position. Before it existed,
+        // another router could snapshot and purge past the snapshot just restored: the events
+        // between were then gone, and this router waited for them for good (a CI run's
+        // two-router test hung). The newer snapshot covers them: restore it instead.
+        const first = (await retryStartup('stream', () => jet.jsm.streams.info(names.stream), logger)).state.first_seq;
+        if (restored.outcome !== 'restored' || first <= restored.resumeAfter + 1 || attempt === RESTORE_ATTEMPTS) break;
+        logger?.warn({ stream: names.stream, resumeAfter: restored.resumeAfter, firstSeq: first }, 'another router purged past the snapshot while it was restored: restoring the newer one');
+        made.discard();
+        await forgetAll(options.indexer);
+      }
       sub.watchConnection();
       sub.loopDone = sub.loop();
       sub.snapshots.start();
@@ -488,6 +502,11 @@ export class KvEventSubscriber {
     await c;
   }
 
+  /** Undoes what the constructor hooked up, for a start that restores again (see `start`). */
+  private discard(): void {
+    if (this.onShardMalformed !== null) this.indexer.off('malformed', this.onShardMalformed);
+  }
+
   /** (Re)creates the durable consumer to deliver from right after the router's position. */
   private async createConsumer(): Promise<void> {
     const { stream } = this.names;
@@ -517,4 +536,14 @@ export class KvEventSubscriber {
 /** Errors that mean the indexer cannot take more events. */
 function isFatal(err: unknown): boolean {
   return err instanceof KvIndexError && (err.code === ErrorCode.Closed || err.code === ErrorCode.ShardFailed);
+}
+
+/** Restores at most this many times at start when purges overtake them (see `start`). */
+const RESTORE_ATTEMPTS = 3;
+
+/** Removes every worker a restore put in the indexer (before the start's consumption begins). */
+async function forgetAll(indexer: ShardedIndexer): Promise<void> {
+  const workers = new Set((await indexer.dumpEvents()).map((e) => e.workerId));
+  for (const w of workers) await indexer.removeWorker(w);
+  await indexer.flush();
 }
