@@ -6,6 +6,11 @@
  *   router C must still restore every event: once it restored B's snapshot (100), resumed at
  *   151 and missed 101-150 while reporting ready (found by fuzzing).
  * - With it (the default): A finds the lease held and skips; after B's snapshot, A's goes.
+ *
+ * And a router starting while another purges: router C restored A's snapshot, and before C's
+ * durable consumer existed (held inside the nats.js manager client: again the only simulated
+ * part) A snapshotted and purged past it. C must restore the newer snapshot rather than wait
+ * for the purged events for good (a CI run's two-router test hung on exactly that).
  */
 import { connect, type JetStreamClient, type NatsConnection, type ObjectStore } from 'nats';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -16,6 +21,7 @@ import { storedSnapshotSeq } from '../src/nats/snapshot.js';
 import { kvNames } from '../src/nats/names.js';
 import type { RouterEvent } from '../src/protocol/types.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
+import { captureLog } from './support/log-capture.js';
 import { NATS_SKIP_MESSAGE, natsServerInstalled, useNatsServer } from './support/nats-server.js';
 
 const installed = natsServerInstalled();
@@ -55,6 +61,25 @@ async function slowUploads(url: string, gate: Gate): Promise<NatsConnection> {
     };
     Object.defineProperty(js, 'views', { value: views }); // a getter: each read made new views
     return js;
+  };
+  return nc;
+}
+
+/** A connection whose durable consumer creations wait while `gate.held` is set. */
+async function slowConsumers(url: string, gate: Gate): Promise<NatsConnection> {
+  const nc = await connect({ servers: url });
+  const manager = nc.jetstreamManager.bind(nc);
+  nc.jetstreamManager = async (...args: Parameters<NatsConnection['jetstreamManager']>) => {
+    const jsm = await manager(...args);
+    const add = jsm.consumers.add.bind(jsm.consumers);
+    jsm.consumers.add = async (...a: Parameters<typeof add>) => {
+      if (gate.held !== null) {
+        gate.onWait();
+        await gate.held;
+      }
+      return add(...a);
+    };
+    return jsm;
   };
   return nc;
 }
@@ -146,5 +171,77 @@ describe.skipIf(!installed)('concurrent snapshots', () => {
     for (const e of await c.indexer.dumpEvents()) restored.applyEvent(e);
     expect(restored.size).toBe(model.size);
     expect(restored.size).toBe(150);
+  });
+
+  it('a router whose restore another router purged past restores the newer snapshot', async () => {
+    const url = env.server.url;
+    const ns = 'startrace';
+    const stream = kvNames(ns, 'c').stream;
+    const model = new RadixTree();
+    const ev = (i: number): RouterEvent => ({ workerId: 1n + BigInt(i % 3), event: { eventId: BigInt(i), data: { type: 'stored', parentHash: null, blocks: [{ blockHash: 1000n + BigInt(i), tokensHash: 5000n + BigInt(i) }] } } });
+    const pub = await KvEventPublisher.connect({ servers: url, namespace: ns, component: 'c' });
+    closers.push(() => pub.close());
+    const publish = async (from: number, to: number): Promise<number> => {
+      let last = 0;
+      for (let i = from; i < to; i++) {
+        last = await pub.publish(ev(i));
+        model.applyEvent(ev(i));
+      }
+      return last;
+    };
+    const open = async (name: string, more: Partial<Parameters<typeof KvEventSubscriber.start>[0]>): Promise<{ indexer: ShardedIndexer; sub: KvEventSubscriber }> => {
+      const indexer = await ShardedIndexer.create({ shards: 0, blockSize: 16, keepWarmMs: 0 });
+      closers.push(() => indexer.close());
+      const sub = await KvEventSubscriber.start({ indexer, namespace: ns, component: 'c', servers: url, snapshotThreshold: null, consumerName: name, ...more });
+      closers.push(() => sub.close());
+      return { indexer, sub };
+    };
+    const a = await open('router-a', {});
+    let last = await publish(0, 100);
+    await a.sub.waitForSeq(last);
+    expect(await a.sub.snapshotNow()).toMatchObject({ streamSeq: 100, purgedThrough: 100 });
+
+    // C restores the snapshot at 100; its consumer creation then waits.
+    const gate: Gate = { held: null, onWait: () => undefined };
+    let release = (): void => undefined;
+    gate.held = new Promise((r) => {
+      release = r;
+    });
+    const waiting = new Promise<void>((r) => {
+      gate.onWait = r;
+    });
+    const ncC = await slowConsumers(url, gate);
+    closers.push(() => ncC.close());
+    const log = captureLog('warn');
+    const cStarted = (async () => {
+      const indexer = await ShardedIndexer.create({ shards: 2, blockSize: 16, keepWarmMs: 0 });
+      closers.push(() => indexer.close());
+      const sub = await KvEventSubscriber.start({ indexer, namespace: ns, component: 'c', connection: ncC, snapshotThreshold: null, consumerName: 'router-c', logger: log.logger });
+      closers.push(() => sub.close());
+      return { indexer, sub };
+    })();
+    await waiting;
+
+    // Meanwhile A snapshots at 200 and purges through it: nothing of C's holds the purge back.
+    last = await publish(100, 200);
+    await a.sub.waitForSeq(last);
+    expect(await a.sub.snapshotNow()).toMatchObject({ streamSeq: 200, purgedThrough: 200 });
+    const jsm = await env.nc.jetstreamManager();
+    expect((await jsm.streams.info(stream)).state.first_seq).toBe(201);
+    last = await publish(200, 250);
+    gate.held = null;
+    release();
+
+    const c = await cStarted;
+    // It restored the newer snapshot (before the fix it resumed at 101 and waited for good).
+    expect(c.sub.restored).toMatchObject({ outcome: 'restored', resumeAfter: 200 });
+    expect(log.find('restoring the newer one')).toEqual([expect.objectContaining({ resumeAfter: 100, firstSeq: 201 })]);
+    await c.sub.waitForSeq(last, 20_000);
+    expect(c.sub.stats().missedSeqs).toBe(0);
+    const restored = new RadixTree();
+    for (const e of await c.indexer.dumpEvents()) restored.applyEvent(e);
+    expect(restored.size).toBe(model.size);
+    expect(restored.size).toBe(250);
+    expect(new Set(restored.dumpEvents().map((e) => e.workerId))).toEqual(new Set([1n, 2n, 3n]));
   });
 });
