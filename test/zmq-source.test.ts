@@ -221,6 +221,101 @@ describe.skipIf(!(await zmqAvailable()))('ZmqKvSource', () => {
     expect(index.dumpEvents().filter((e) => e.workerId === W)).toHaveLength(1);
   });
 
+  it('one endpoint carrying two ranks, interleaved: one seq per socket, no gap, both ranks scored', async () => {
+    const pub = await VllmPublisher.start();
+    open.push(pub);
+    const index = new EngineIndex({ blockSize: BS });
+    const src = await connect(pub, index);
+    const setRank = (r: number): void => {
+      (pub as { rank: number | null }).rank = r;
+    };
+    const chains = [chain(2, 0, 1n), chain(3, 500, 100n), chain(1, 900, 200n), chain(2, 1300, 300n)];
+    for (let i = 0; i < chains.length; i++) {
+      setRank(i % 2);
+      await pub.publish([chains[i]!.spec]);
+    }
+    await until(() => src.stats().batches === 4);
+    // A cursor per rank saw 0, 2 on rank 0 and 1, 3 on rank 1: a gap on each, unreplayable here.
+    expect(src.stats()).toMatchObject({ gaps: 0, gapsUnreplayable: 0 });
+    expect(chains.map((c, i) => score(index, c.tokens, i % 2))).toEqual([2, 3, 1, 2]);
+    expect(src.ranks()).toEqual([0, 1]);
+  });
+
+  it('a gap on a two-rank endpoint (unreplayable) clears and excludes both ranks; each comes back with its own AllBlocksCleared', async () => {
+    const pub = await VllmPublisher.start();
+    open.push(pub);
+    const index = new EngineIndex({ blockSize: BS });
+    const src = await connect(pub, index, { replayEndpoint: await closedEndpoint(), replayTimeoutMs: 300 });
+    const setRank = (r: number): void => {
+      (pub as { rank: number | null }).rank = r;
+    };
+    const a = chain(2, 0, 1n);
+    const b = chain(2, 500, 100n);
+    setRank(0);
+    await pub.publish([a.spec]);
+    setRank(1);
+    await pub.publish([b.spec]);
+    await until(() => src.stats().batches === 2);
+    pub.drop([chain(1, 99, 70n).spec]); // which rank it was for, the router cannot know
+    setRank(0);
+    await pub.publish([chain(1, 3000, 80n).spec]);
+    await until(() => src.stats().batches === 3);
+    expect(src.stats()).toMatchObject({ gaps: 1, gapsUnreplayable: 1 });
+    expect(score(index, a.tokens, 0)).toBe(0);
+    expect(score(index, b.tokens, 1)).toBe(0);
+    expect(index.blockCount(W, 1)).toBe(0);
+    // Rank 1's AllBlocksCleared brings rank 1 back, not rank 0.
+    const c = chain(2, 7000, 400n);
+    const d = chain(2, 8000, 500n);
+    setRank(1);
+    await pub.publish(['cleared', c.spec]);
+    setRank(0);
+    await pub.publish([d.spec]);
+    await until(() => src.stats().batches === 5);
+    expect(score(index, c.tokens, 1)).toBe(2);
+    expect(score(index, d.tokens, 0)).toBe(0); // held, still excluded
+    expect(index.blockCount(W, 0)).toBe(3);
+  });
+
+  it('a message that does not decode still shows the gap before it', async () => {
+    const pub = await VllmPublisher.start();
+    open.push(pub);
+    const index = new EngineIndex({ blockSize: BS });
+    const src = await connect(pub, index);
+    const a = chain(2, 0, 1n);
+    await pub.publish([a.spec]);
+    pub.drop([{ removed: [a.ext[1]!] }]); // lost: a's second block is gone at the engine
+    await pub.publishRaw(Buffer.from([0xc1])); // not msgpack
+    await until(() => src.stats().badPayloads === 1);
+    // Before, the undecodable message only moved the cursor on, and a stayed scored 2.
+    expect(src.stats()).toMatchObject({ gaps: 1, gapsUnreplayable: 1 });
+    expect(score(index, a.tokens)).toBe(0);
+    // The next message is the next seq: no second gap.
+    await pub.publish(['cleared', chain(1, 40, 9n).spec]);
+    await until(() => src.stats().batches === 2);
+    expect(src.stats().gaps).toBe(1);
+  });
+
+  it('an engine restart clears every rank its socket carried', async () => {
+    const pub = await VllmPublisher.start();
+    open.push(pub);
+    const index = new EngineIndex({ blockSize: BS });
+    const src = await connect(pub, index);
+    const a = chain(2, 0, 1n);
+    const b = chain(2, 500, 100n);
+    (pub as { rank: number | null }).rank = 0;
+    await pub.publish([a.spec]);
+    (pub as { rank: number | null }).rank = 1;
+    await pub.publish([b.spec]);
+    await until(() => src.stats().batches === 2);
+    pub.restart();
+    await pub.publish([chain(1, 900, 7n).spec]);
+    await until(() => src.stats().batches === 3);
+    expect(src.stats().restarts).toBe(1);
+    expect(index.blockCount(W, 0)).toBe(0);
+    expect(index.blockCount(W, 1)).toBe(1);
+  });
+
   it('counts malformed frames, payloads and events without losing what was indexed', async () => {
     const pub = await VllmPublisher.start();
     open.push(pub);

@@ -1,16 +1,23 @@
 /**
  * A ZMQ source: one SUB socket on one engine publisher (one data-parallel rank), feeding an
- * `EngineIndex`. Messages are `[topic, seq (u64 big-endian), payload]`; each batch goes through
- * its (worker, rank)'s `SeqCursor`:
+ * `EngineIndex`. Messages are `[topic, seq (u64 big-endian), payload]`; each message goes through
+ * the source's one `SeqCursor`, whatever rank its batch names:
  * - next seq: apply;
  * - gap: ask the replay socket for the missing batches and apply them in order before this
  *   one. The receive loop awaits the replay, so live messages wait in the SUB socket's queue
  *   (high-water mark 100,000 messages, as vLLM's PUB) and are applied after it: order holds by
  *   construction, and a late replayed Stored can never resurrect a block a live Removed
  *   removed. A gap that cannot be replayed (no replay socket, no answer, the ring no longer
- *   holds it) clears the (worker, rank) and keeps it out of scores until it is whole again
- *   (an AllBlocksCleared or an engine restart);
- * - seq backwards: the engine restarted; clear the (worker, rank) and apply.
+ *   holds it) clears every (worker, rank) the source has filed and keeps each out of scores
+ *   until it is whole again (its own AllBlocksCleared or an engine restart);
+ * - seq backwards: the engine restarted; clear every (worker, rank) the source has filed, and apply.
+ *
+ * One cursor per source, not per rank: an engine numbers the messages of a publisher socket,
+ * not of a rank. vLLM gives each data-parallel rank a socket of its own (port offsets), where
+ * the two are the same; a socket that carried several ranks, interleaved, showed a gap on
+ * every alternation with a cursor per rank (each rank saw every other seq), and a message that
+ * did not decode (its rank unknown) had its seq guessed onto one rank. Which ranks a lost
+ * message held cannot be known, so a gap or a restart concerns every rank of the socket.
  * Malformed input is counted (`stats()`) and logged with the endpoint and seq, never thrown.
  */
 
@@ -80,7 +87,10 @@ export class ZmqKvSource {
   readonly #decoder: MsgpackDecoder;
   readonly #sub: Sub;
   readonly #converter: EventConverter;
-  readonly #cursors = new Map<number, SeqCursor>();
+  /** The socket's seq cursor (see the top of the file). */
+  readonly #seq = new SeqCursor();
+  /** The DP ranks whose batches were applied, in first-seen order. */
+  readonly #ranks = new Set<number>();
   readonly #stats = emptyStats();
   readonly #replayTimeoutMs: number;
   readonly #logger: Logger | null;
@@ -143,7 +153,7 @@ export class ZmqKvSource {
 
   /** The DP ranks this source has filed batches under (a batch's own rank, else its registered one). */
   ranks(): number[] {
-    return [...this.#cursors.keys()];
+    return [...this.#ranks];
   }
 
   /** A copy of the counters. */
@@ -196,46 +206,60 @@ export class ZmqKvSource {
       return;
     }
     const seq = frames[1]!.readBigUInt64BE(0);
-    let batch: EngineBatch;
-    try {
-      batch = decodeBatch(this.#decoder, frames[2]!);
-    } catch (err) {
-      this.#stats.badPayloads++;
-      this.#warn(err as ZmqError, seq);
-      // The seq is known, so the batch is not a gap: move on (its events are lost and counted).
-      this.#advanceUnknownRank(seq);
-      return;
-    }
-    const rank = batch.dpRank ?? this.dpRank;
-    if (!this.#cursors.has(rank) && this.#cursors.size >= MAX_RANKS_PER_SOURCE) {
-      this.#stats.badPayloads++;
-      this.#warn(new ZmqError(ZmqErrorCode.BadPayload, `data_parallel_rank ${rank}: this endpoint already sent ${MAX_RANKS_PER_SOURCE} other ranks`), seq);
-      return; // a rank refused: no cursor of the ranks kept is its own
-    }
-    const cursor = this.#cursor(rank);
+    // The seq first, whatever the payload: a message that does not decode still tells a gap
+    // before it, or a restart.
+    const cursor = this.#seq;
     switch (cursor.verdict(seq)) {
       case SeqVerdict.Gap:
         this.#stats.gaps++;
-        await this.#heal(rank, cursor.last + 1n, seq);
+        await this.#heal(cursor.last + 1n, seq);
         // Closed while replaying (an unregister): the index is no longer this source's to write
         // (a new registration of the same (worker, rank) may be feeding it: found by fuzzing).
         if (this.#state === SourceState.Closed) return;
         break;
       case SeqVerdict.Restart:
         this.#stats.restarts++;
-        this.#logger?.warn({ endpoint: this.endpoint, rank, seq, last: cursor.last }, 'engine restarted (seq went backwards): clearing its blocks');
-        this.#index.clear(this.workerId, rank);
-        this.#index.exclude(this.workerId, rank, false);
+        this.#logger?.warn({ endpoint: this.endpoint, ranks: this.ranks(), seq, last: cursor.last }, 'engine restarted (seq went backwards): clearing its blocks');
+        for (const rank of this.#ranks) {
+          this.#index.clear(this.workerId, rank);
+          this.#index.exclude(this.workerId, rank, false);
+        }
         break;
       case SeqVerdict.Next:
         break;
     }
-    this.#apply(rank, seq, batch);
-    this.#onBatch(rank, seq, batch.ts);
+    const batch = this.#take(seq, frames[2]!);
+    if (batch !== null) this.#onBatch(batch.dpRank ?? this.dpRank, seq, batch.ts);
   }
 
-  /** Replays [from, to) of `rank`; on any failure clears and excludes the (worker, rank). */
-  async #heal(rank: number, from: bigint, to: bigint): Promise<void> {
+  /**
+   * Decodes and applies one message's batch (live or replayed), counting what it refuses, and
+   * moves the cursor past `seq` in every case: the seq was received, so it is no gap. Returns
+   * the batch if it was applied.
+   */
+  #take(seq: bigint, payload: Uint8Array): EngineBatch | null {
+    let batch: EngineBatch;
+    try {
+      batch = decodeBatch(this.#decoder, payload);
+    } catch (err) {
+      this.#stats.badPayloads++;
+      this.#warn(err as ZmqError, seq);
+      this.#seq.advance(seq); // its events are lost and counted
+      return null;
+    }
+    const rank = batch.dpRank ?? this.dpRank;
+    if (!this.#ranks.has(rank) && this.#ranks.size >= MAX_RANKS_PER_SOURCE) {
+      this.#stats.badPayloads++;
+      this.#warn(new ZmqError(ZmqErrorCode.BadPayload, `data_parallel_rank ${rank}: this endpoint already sent ${MAX_RANKS_PER_SOURCE} other ranks`), seq);
+      this.#seq.advance(seq);
+      return null;
+    }
+    this.#apply(rank, seq, batch);
+    return batch;
+  }
+
+  /** Replays [from, to); on any failure clears and excludes every (worker, rank) filed. */
+  async #heal(from: bigint, to: bigint): Promise<void> {
     let why: string;
     if (this.replayEndpoint === null) why = 'no replay endpoint';
     else {
@@ -245,17 +269,7 @@ export class ZmqKvSource {
         const whole = replayed.length === Number(to - from) && replayed.every((b, i) => b.seq === from + BigInt(i));
         if (whole) {
           for (const b of replayed) {
-            let batch: EngineBatch;
-            try {
-              batch = decodeBatch(this.#decoder, b.payload);
-            } catch (err) {
-              this.#stats.badPayloads++;
-              this.#warn(err as ZmqError, b.seq);
-              this.#cursor(rank).advance(b.seq);
-              continue;
-            }
-            this.#apply(rank, b.seq, batch);
-            this.#stats.replayedBatches++;
+            if (this.#take(b.seq, b.payload) !== null) this.#stats.replayedBatches++;
           }
           this.#stats.gapsReplayed++;
           return;
@@ -268,9 +282,16 @@ export class ZmqKvSource {
     }
     if (this.#state === SourceState.Closed) return; // see #onMessage
     this.#stats.gapsUnreplayable++;
-    this.#logger?.warn({ endpoint: this.endpoint, rank, from, to, why }, 'unreplayable seq gap: clearing the worker rank and keeping it out of scores');
-    this.#index.clear(this.workerId, rank);
-    this.#index.exclude(this.workerId, rank, true);
+    this.#logger?.warn({ endpoint: this.endpoint, ranks: this.ranks(), from, to, why }, 'unreplayable seq gap: clearing the worker\'s ranks and keeping them out of scores');
+    for (const rank of this.#ranks) {
+      this.#index.clear(this.workerId, rank);
+      this.#index.exclude(this.workerId, rank, true);
+    }
+    // A gap before any batch was applied: the registered rank is the one it concerns.
+    if (this.#ranks.size === 0) {
+      this.#index.clear(this.workerId, this.dpRank);
+      this.#index.exclude(this.workerId, this.dpRank, true);
+    }
   }
 
   #apply(rank: number, seq: bigint, batch: EngineBatch): void {
@@ -298,24 +319,8 @@ export class ZmqKvSource {
       // the (worker, rank) is whole again.
       if (c.data.type === 'cleared') this.#index.exclude(this.workerId, rank, false);
     }
-    this.#cursor(rank).advance(seq);
-  }
-
-  /**
-   * Advances the cursor of a batch whose rank is unknown (it did not decode): the only rank
-   * this source has seen, else its registered rank. (Always the registered rank before: an
-   * engine registered as rank 0 whose batches say rank 3 then took its next good batch for a
-   * gap, and lost its blocks; found by fuzzing.)
-   */
-  #advanceUnknownRank(seq: bigint): void {
-    const only = this.#cursors.size === 1 ? this.#cursors.keys().next().value : undefined;
-    this.#cursor(only ?? this.dpRank).advance(seq);
-  }
-
-  #cursor(rank: number): SeqCursor {
-    let c = this.#cursors.get(rank);
-    if (c === undefined) this.#cursors.set(rank, (c = new SeqCursor()));
-    return c;
+    this.#ranks.add(rank);
+    this.#seq.advance(seq);
   }
 
   #warn(err: ZmqError, seq: bigint | null): void {
