@@ -31,6 +31,31 @@ async function connect(pub: VllmPublisher, index: EngineIndex, o: Partial<ZmqKvS
   return src;
 }
 
+/** A publisher, an index and a source connected to it (closed after the test). */
+async function started(o: Partial<ZmqKvSourceOptions> = {}): Promise<{ pub: VllmPublisher; index: EngineIndex; src: ZmqKvSource }> {
+  const pub = await VllmPublisher.start();
+  open.push(pub);
+  const index = new EngineIndex({ blockSize: BS });
+  return { pub, index, src: await connect(pub, index, o) };
+}
+
+/** Chain a published as rank 0, then chain b as rank 1, both applied. */
+async function twoRanks(pub: VllmPublisher, src: ZmqKvSource): Promise<{ a: ReturnType<typeof chain>; b: ReturnType<typeof chain> }> {
+  const a = chain(2, 0, 1n);
+  const b = chain(2, 500, 100n);
+  setRank(pub, 0);
+  await pub.publish([a.spec]);
+  setRank(pub, 1);
+  await pub.publish([b.spec]);
+  await until(() => src.stats().batches === 2);
+  return { a, b };
+}
+
+/** The rank the publisher's next batches name. */
+function setRank(pub: VllmPublisher, rank: number): void {
+  (pub as { rank: number | null }).rank = rank;
+}
+
 /** Device scores of (W, rank) for these tokens, in blocks. */
 function score(index: EngineIndex, tokens: number[], rank = 0): number {
   return index.query(computeBlockHashes(tokens, BS)).scores.get(W)?.get(rank) ?? 0;
@@ -222,16 +247,10 @@ describe.skipIf(!(await zmqAvailable()))('ZmqKvSource', () => {
   });
 
   it('one endpoint carrying two ranks, interleaved: one seq per socket, no gap, both ranks scored', async () => {
-    const pub = await VllmPublisher.start();
-    open.push(pub);
-    const index = new EngineIndex({ blockSize: BS });
-    const src = await connect(pub, index);
-    const setRank = (r: number): void => {
-      (pub as { rank: number | null }).rank = r;
-    };
+    const { pub, index, src } = await started();
     const chains = [chain(2, 0, 1n), chain(3, 500, 100n), chain(1, 900, 200n), chain(2, 1300, 300n)];
     for (let i = 0; i < chains.length; i++) {
-      setRank(i % 2);
+      setRank(pub, i % 2);
       await pub.publish([chains[i]!.spec]);
     }
     await until(() => src.stats().batches === 4);
@@ -242,22 +261,10 @@ describe.skipIf(!(await zmqAvailable()))('ZmqKvSource', () => {
   });
 
   it('a gap on a two-rank endpoint (unreplayable) clears and excludes both ranks; each comes back with its own AllBlocksCleared', async () => {
-    const pub = await VllmPublisher.start();
-    open.push(pub);
-    const index = new EngineIndex({ blockSize: BS });
-    const src = await connect(pub, index, { replayEndpoint: await closedEndpoint(), replayTimeoutMs: 300 });
-    const setRank = (r: number): void => {
-      (pub as { rank: number | null }).rank = r;
-    };
-    const a = chain(2, 0, 1n);
-    const b = chain(2, 500, 100n);
-    setRank(0);
-    await pub.publish([a.spec]);
-    setRank(1);
-    await pub.publish([b.spec]);
-    await until(() => src.stats().batches === 2);
+    const { pub, index, src } = await started({ replayEndpoint: await closedEndpoint(), replayTimeoutMs: 300 });
+    const { a, b } = await twoRanks(pub, src);
     pub.drop([chain(1, 99, 70n).spec]); // which rank it was for, the router cannot know
-    setRank(0);
+    setRank(pub, 0);
     await pub.publish([chain(1, 3000, 80n).spec]);
     await until(() => src.stats().batches === 3);
     expect(src.stats()).toMatchObject({ gaps: 1, gapsUnreplayable: 1 });
@@ -267,9 +274,9 @@ describe.skipIf(!(await zmqAvailable()))('ZmqKvSource', () => {
     // Rank 1's AllBlocksCleared brings rank 1 back, not rank 0.
     const c = chain(2, 7000, 400n);
     const d = chain(2, 8000, 500n);
-    setRank(1);
+    setRank(pub, 1);
     await pub.publish(['cleared', c.spec]);
-    setRank(0);
+    setRank(pub, 0);
     await pub.publish([d.spec]);
     await until(() => src.stats().batches === 5);
     expect(score(index, c.tokens, 1)).toBe(2);
@@ -278,10 +285,7 @@ describe.skipIf(!(await zmqAvailable()))('ZmqKvSource', () => {
   });
 
   it('a message that does not decode still shows the gap before it', async () => {
-    const pub = await VllmPublisher.start();
-    open.push(pub);
-    const index = new EngineIndex({ blockSize: BS });
-    const src = await connect(pub, index);
+    const { pub, index, src } = await started();
     const a = chain(2, 0, 1n);
     await pub.publish([a.spec]);
     pub.drop([{ removed: [a.ext[1]!] }]); // lost: a's second block is gone at the engine
@@ -297,17 +301,8 @@ describe.skipIf(!(await zmqAvailable()))('ZmqKvSource', () => {
   });
 
   it('an engine restart clears every rank its socket carried', async () => {
-    const pub = await VllmPublisher.start();
-    open.push(pub);
-    const index = new EngineIndex({ blockSize: BS });
-    const src = await connect(pub, index);
-    const a = chain(2, 0, 1n);
-    const b = chain(2, 500, 100n);
-    (pub as { rank: number | null }).rank = 0;
-    await pub.publish([a.spec]);
-    (pub as { rank: number | null }).rank = 1;
-    await pub.publish([b.spec]);
-    await until(() => src.stats().batches === 2);
+    const { pub, index, src } = await started();
+    await twoRanks(pub, src);
     pub.restart();
     await pub.publish([chain(1, 900, 7n).spec]);
     await until(() => src.stats().batches === 3);
