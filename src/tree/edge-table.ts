@@ -47,6 +47,21 @@ export function findEdge(
   }
 }
 
+/**
+ * Root keys: a counting filter of the root's children, `ROOT_SLOTS` counts indexed by the low
+ * bits of a child's tokens hash (its low half as int32, `& ROOT_MASK`). A count of 0 proves no
+ * root child has a key with those bits, so a lookup whose first block misses the root's first
+ * child and finds a 0 there stops without probing the edge table (walk.ts). Why: most lookups
+ * of a router can match nothing (70 % of the synthetic workload's), and the probe of a large
+ * table is a cache and TLB miss or two: the synthetic tree's in-thread no-match lookups
+ * measured p50 0.26-0.81 us across runs and hours, where the counts (8 KiB for ~210 root
+ * children) stay cached. Counts go up before the edge is placed and down after it is removed,
+ * so at every moment they cover the table: a reader (in shared memory, even one reading past
+ * a descheduled writer) never sees 0 for a child the table holds.
+ */
+export const ROOT_SLOTS = 2048;
+export const ROOT_MASK = ROOT_SLOTS - 1;
+
 /** The edge hash of `child` (its parent and tokens hash, from the node arrays). */
 function childHash(nodes: NodeStore, child: number): number {
   const r = child * 4;
@@ -67,6 +82,8 @@ export class EdgeTable {
   /** The slot where `listMoves` last found a child's edge (-1: none), for `remove`. */
   private foundChild = -1;
   private foundSlot = 0;
+  /** Root keys (see `ROOT_SLOTS`); in shared memory for a shared table. */
+  readonly rootCounts: Int32Array;
 
   constructor(private readonly nodes: NodeStore, capacity = 1024, private readonly publish: EdgePublish | null = null) {
     const cap = Math.max(4, 1 << Math.ceil(Math.log2(capacity)));
@@ -82,10 +99,12 @@ export class EdgeTable {
       publish(0, cap - 1);
     }
     this.mask = cap - 1;
+    this.rootCounts = new Int32Array(publish === null ? new ArrayBuffer(ROOT_SLOTS * 4) : new SharedArrayBuffer(ROOT_SLOTS * 4));
   }
 
   get bytes(): number {
-    return this.buffers === null ? this.slots.byteLength : this.buffers[0].byteLength + this.buffers[1].byteLength;
+    const edges = this.buffers === null ? this.slots.byteLength : this.buffers[0].byteLength + this.buffers[1].byteLength;
+    return edges + this.rootCounts.byteLength;
   }
 
   /** The active slots and their mask (for the lookup walk). */
@@ -144,6 +163,11 @@ export class EdgeTable {
         this.commit();
       }
     }
+    const n = this.nodes;
+    if (n.parent[child] === 0) {
+      const k = n.node[child * 4]! & ROOT_MASK;
+      this.rootCounts[k] = this.rootCounts[k]! + 1; // before the edge is placed: see ROOT_SLOTS
+    }
     this.place(this.slots, this.mask, child);
     this.count++;
   }
@@ -162,7 +186,16 @@ export class EdgeTable {
     }
     this.foundChild = -1;
     this.count--;
-    // Backward-shift: move later entries of the cluster into the hole when their home allows.
+    this.shiftBack(slots, mask, i);
+    if (nodes.parent[child] === 0) {
+      const k = nodes.node[child * 4]! & ROOT_MASK;
+      this.rootCounts[k] = this.rootCounts[k]! - 1; // after the edge left the table: see ROOT_SLOTS
+    }
+  }
+
+  /** Empties slot `i` and moves later entries of its cluster into the hole when their home allows. */
+  private shiftBack(slots: Int32Array, mask: number, i: number): void {
+    const nodes = this.nodes;
     for (;;) {
       slots[i] = 0;
       let j = i;

@@ -163,7 +163,7 @@ export class RadixTree {
       header: sab(this.header), parent: sab(n.parent), node: sab(n.node), pWorker: sab(n.pWorker), pNext: sab(n.pNext),
       pSet: sab(n.pSet), keyLo: sab(n.keyLo), keyHi: sab(n.keyHi),
       edgesA, edgesB, slotLo: sab(n.slotLo), slotHi: sab(n.slotHi),
-      pMOff: sab(n.members.pMOff), mIds: sab(n.members.mIds),
+      pMOff: sab(n.members.pMOff), mIds: sab(n.members.mIds), roots: this.edges.rootCounts.buffer as SharedArrayBuffer,
     };
   }
 
@@ -528,6 +528,7 @@ export class RadixTree {
     a.keyHi = n.keyHi;
     a.edges = this.edges.slotsView;
     a.edgeMask = this.edges.maskValue;
+    a.roots = this.edges.rootCounts;
     a.pMOff = n.members.pMOff;
     a.mIds = n.members.mIds;
     a.slotLo = n.slotLo;

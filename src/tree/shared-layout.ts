@@ -74,4 +74,6 @@ export interface SharedTreeLayout {
   /** Member arrays (member-arrays.ts): offset at each list head, and the members' id words. */
   pMOff: SharedArrayBuffer;
   mIds: SharedArrayBuffer;
+  /** Root keys (edge-table.ts `ROOT_SLOTS`): fixed size, never grows. */
+  roots: SharedArrayBuffer;
 }

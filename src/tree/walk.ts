@@ -37,6 +37,8 @@ export interface LookupArrays {
   keyHi: Uint32Array;
   edges: Int32Array;
   edgeMask: number;
+  /** Root keys: counts of the root's children by key bits (edge-table.ts `ROOT_SLOTS`); empty: none. */
+  roots: Int32Array;
   /** Member arrays (member-arrays.ts): offset at list heads, members' id words. */
   pMOff: Int32Array;
   mIds: Uint32Array;
@@ -60,7 +62,7 @@ export function emptyLookupArrays(): LookupArrays {
   const u = (): Uint32Array => new Uint32Array(0);
   return {
     parent: i(), node: i(), pWorker: i(), pNext: i(),
-    pSet: i(), keyLo: u(), keyHi: u(), edges: i(), edgeMask: 0,
+    pSet: i(), keyLo: u(), keyHi: u(), edges: i(), edgeMask: 0, roots: i(),
     pMOff: i(), mIds: u(), slotLo: u(), slotHi: u(),
   };
 }
@@ -121,7 +123,8 @@ export class WalkScratch {
    * result): every loop over a list is bounded by the pair count, so the walk ends regardless.
    */
   walk(a: LookupArrays, words: Uint32Array, off: number, n: number, earlyExit: boolean, guard: Int32Array | null = null, guardN = 0): number {
-    const { parent, node, pWorker, pNext, pSet, keyLo, keyHi, edges, edgeMask, pMOff } = a;
+    const { parent, node, pWorker, pNext, pSet, keyLo, keyHi, edges, edgeMask, pMOff, roots } = a;
+    const rootMask = roots.length - 1; // -1: no root keys
     this.aborted = guardN > 0 && listed(guard!, guardN, 0);
     if (this.aborted) return 0;
     const most = pNext.length; // no list is longer: a bound for lists changing under the walk
@@ -159,8 +162,13 @@ export class WalkScratch {
       const c = node[cur * 4 + 2]!;
       if (c === NONE) break;
       const rc = c * 4;
-      const child = node[rc] === lo && node[rc + 1] === hi ? c : findEdge(edges, edgeMask, parent, node, cur, lo, hi);
-      if (child < 0) break;
+      let child = c;
+      if (node[rc] !== lo || node[rc + 1] !== hi) {
+        // No root child has a key with these low bits: no probe (edge-table.ts ROOT_SLOTS).
+        if (cur === 0 && rootMask >= 0 && roots[lo & rootMask] === 0) break;
+        child = findEdge(edges, edgeMask, parent, node, cur, lo, hi);
+        if (child < 0) break;
+      }
       if (guardN > 0 && listed(guard!, guardN, child)) {
         this.aborted = true;
         break;

@@ -244,6 +244,7 @@ export class TreeReader {
     const mask = Atomics.load(h, H.EDGE_MASK);
     a.edges = new Int32Array(Atomics.load(h, H.EDGE_ACTIVE) === 0 ? l.edgesA : l.edgesB, 0, mask + 1);
     a.edgeMask = mask;
+    a.roots = i32(l.roots);
     a.slotLo = u32(l.slotLo);
     a.slotHi = u32(l.slotHi);
     a.pMOff = i32(l.pMOff);
