@@ -48,7 +48,10 @@ describe('root keys', () => {
         const e: RouterEvent = { workerId: worker, event: { eventId: eventId++, data } };
         expect(tree.applyEvent(e)).toBe(model.applyEvent(e));
         const counts = new Int32Array(ROOT_SLOTS);
-        for (const k of FIRST) if (tree.edges.find(0, Number(k & 0xffff_ffffn), Number(k >> 32n)) >= 0) counts[Number(k & BigInt(ROOT_MASK))]++;
+        for (const k of FIRST) {
+          const slot = Number(k & BigInt(ROOT_MASK));
+          if (tree.edges.find(0, Number(k & 0xffff_ffffn), Number(k >> 32n)) >= 0) counts[slot] = counts[slot]! + 1;
+        }
         // Only these keys are ever root children: every other count must stay 0.
         let total = 0;
         for (const c of tree.edges.rootCounts) total += c;
