@@ -163,11 +163,7 @@ export class EdgeTable {
         this.commit();
       }
     }
-    const n = this.nodes;
-    if (n.parent[child] === 0) {
-      const k = n.node[child * 4]! & ROOT_MASK;
-      this.rootCounts[k] = this.rootCounts[k]! + 1; // before the edge is placed: see ROOT_SLOTS
-    }
+    this.countRoot(child, 1); // before the edge is placed: see ROOT_SLOTS
     this.place(this.slots, this.mask, child);
     this.count++;
   }
@@ -187,10 +183,15 @@ export class EdgeTable {
     this.foundChild = -1;
     this.count--;
     this.shiftBack(slots, mask, i);
-    if (nodes.parent[child] === 0) {
-      const k = nodes.node[child * 4]! & ROOT_MASK;
-      this.rootCounts[k] = this.rootCounts[k]! - 1; // after the edge left the table: see ROOT_SLOTS
-    }
+    this.countRoot(child, -1); // after the edge left the table: see ROOT_SLOTS
+  }
+
+  /** Adds `d` to the root keys' count of `child` if it is a root child. */
+  private countRoot(child: number, d: number): void {
+    const n = this.nodes;
+    if (n.parent[child] !== 0) return;
+    const k = n.node[child * 4]! & ROOT_MASK;
+    this.rootCounts[k] = this.rootCounts[k]! + d;
   }
 
   /** Empties slot `i` and moves later entries of its cluster into the hole when their home allows. */

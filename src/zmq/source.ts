@@ -220,10 +220,7 @@ export class ZmqKvSource {
       case SeqVerdict.Restart:
         this.#stats.restarts++;
         this.#logger?.warn({ endpoint: this.endpoint, ranks: this.ranks(), seq, last: cursor.last }, 'engine restarted (seq went backwards): clearing its blocks');
-        for (const rank of this.#ranks) {
-          this.#index.clear(this.workerId, rank);
-          this.#index.exclude(this.workerId, rank, false);
-        }
+        this.#clear(this.#ranks, false);
         break;
       case SeqVerdict.Next:
         break;
@@ -238,23 +235,28 @@ export class ZmqKvSource {
    * the batch if it was applied.
    */
   #take(seq: bigint, payload: Uint8Array): EngineBatch | null {
+    const batch = this.#accepted(seq, payload);
+    if (batch !== null) this.#apply(batch.dpRank ?? this.dpRank, seq, batch);
+    this.#seq.advance(seq); // a refused batch's events are lost and counted
+    return batch;
+  }
+
+  /** The message's batch, or null (counted and logged) if it does not decode or names a rank too many. */
+  #accepted(seq: bigint, payload: Uint8Array): EngineBatch | null {
     let batch: EngineBatch;
     try {
       batch = decodeBatch(this.#decoder, payload);
     } catch (err) {
       this.#stats.badPayloads++;
       this.#warn(err as ZmqError, seq);
-      this.#seq.advance(seq); // its events are lost and counted
       return null;
     }
     const rank = batch.dpRank ?? this.dpRank;
     if (!this.#ranks.has(rank) && this.#ranks.size >= MAX_RANKS_PER_SOURCE) {
       this.#stats.badPayloads++;
       this.#warn(new ZmqError(ZmqErrorCode.BadPayload, `data_parallel_rank ${rank}: this endpoint already sent ${MAX_RANKS_PER_SOURCE} other ranks`), seq);
-      this.#seq.advance(seq);
       return null;
     }
-    this.#apply(rank, seq, batch);
     return batch;
   }
 
@@ -283,14 +285,15 @@ export class ZmqKvSource {
     if (this.#state === SourceState.Closed) return; // see #onMessage
     this.#stats.gapsUnreplayable++;
     this.#logger?.warn({ endpoint: this.endpoint, ranks: this.ranks(), from, to, why }, 'unreplayable seq gap: clearing the worker\'s ranks and keeping them out of scores');
-    for (const rank of this.#ranks) {
-      this.#index.clear(this.workerId, rank);
-      this.#index.exclude(this.workerId, rank, true);
-    }
     // A gap before any batch was applied: the registered rank is the one it concerns.
-    if (this.#ranks.size === 0) {
-      this.#index.clear(this.workerId, this.dpRank);
-      this.#index.exclude(this.workerId, this.dpRank, true);
+    this.#clear(this.#ranks.size > 0 ? this.#ranks : [this.dpRank], true);
+  }
+
+  /** Clears each (worker, rank) of `ranks`; `excluded`: kept out of scores until whole again. */
+  #clear(ranks: Iterable<number>, excluded: boolean): void {
+    for (const rank of ranks) {
+      this.#index.clear(this.workerId, rank);
+      this.#index.exclude(this.workerId, rank, excluded);
     }
   }
 
@@ -320,7 +323,6 @@ export class ZmqKvSource {
       if (c.data.type === 'cleared') this.#index.exclude(this.workerId, rank, false);
     }
     this.#ranks.add(rank);
-    this.#seq.advance(seq);
   }
 
   #warn(err: ZmqError, seq: bigint | null): void {
