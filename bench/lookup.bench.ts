@@ -436,23 +436,28 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     const ix = await loaded(syn, 0);
     const none: BigUint64Array[] = [];
     const short: BigUint64Array[] = [];
+    // Classified by what they match in the final tree, the one measured (by the replay's
+    // expectations, 518 of 2,777 "no match" lookups matched blocks stored after them).
     for (const op of syn.ops) {
       if (op.kind !== 'match') continue;
-      if (op.visited === 0) none.push(op.seq);
-      else if (op.visited <= 4) short.push(op.seq);
+      const k = ix.findMatchesInto(op.seq, result);
+      let best = 0;
+      for (let i = 0; i < k; i++) best = Math.max(best, result.scores[i]!);
+      if (best === 0) none.push(op.seq);
+      else if (best <= 4) short.push(op.seq);
     }
     const synRows: Row[] = [];
     for (const [what, set] of [['no match', none], ['short match (1-4 blocks)', short]] as const) {
       if (set.length === 0) continue;
       await quiesce(300);
-      synRows.push({ lookups: what, 'distinct lookups': set.length, ...stats(timeSync(set, opts.quick ? 20_000 : 100_000, (s) => ix.findMatchesInto(s, result))) });
+      synRows.push({ set: what, 'distinct lookups': set.length, ...stats(timeSync(set, opts.quick ? 20_000 : 100_000, (s) => ix.findMatchesInto(s, result))) });
     }
     await ix.close();
     rows.push(...synRows.map((r) => ({ suite: 'lookup-synthetic-short', ...r })));
     const worst = Math.max(...synRows.map((r) => r['p50 us'] as number));
     sections.push(
       `**Short lookups, in-thread** (\`shards: 0\`, \`findMatchesInto\`) on the final ${syn.name} tree: its lookups that ` +
-        `match nothing and those that match 1-4 blocks. Target: p50 <= 0.5 us: ${worst} us -> **${verdict(worst <= 0.5)}**.` +
+        `match nothing there and those whose best score there is 1-4 blocks. Target: p50 <= 0.5 us: ${worst} us -> **${verdict(worst <= 0.5)}**.` +
         `\n\n${table(synRows)}`,
     );
   }

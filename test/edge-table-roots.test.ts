@@ -2,11 +2,13 @@
  * Root keys (edge-table.ts `ROOT_SLOTS`): the counting filter of the root's children that lets a
  * lookup stop without probing the edge table. Random streams whose first blocks collide in the
  * filter's bits (many keys per slot) check after every event that each count equals the root
- * children the table holds with those bits, and that lookups equal the Map-based reference's.
+ * children the table holds with those bits, and that lookups equal the Map-based reference's
+ * (`findMatches`, and `findMatchesInto`, which probes the first hash before copying the rest).
  */
 import { describe, expect, it } from 'vitest';
 import { MapRadixTree } from '../bench/reference/map-radix-tree.js';
 import { ROOT_MASK, ROOT_SLOTS } from '../src/tree/edge-table.js';
+import { createMatchResult } from '../src/tree/match-result.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 import type { RouterEvent } from '../src/protocol/types.js';
 import { Rng } from './support/event-gen.js';
@@ -20,6 +22,7 @@ describe('root keys', () => {
     for (let seed = 1; seed <= 40; seed++) {
       const rng = new Rng(seed);
       const tree = new RadixTree({ initialCapacity: 4 });
+      const result = createMatchResult(1);
       const model = new MapRadixTree();
       // Per worker, the chains it stored: [block hashes], to remove some later.
       const held = new Map<bigint, bigint[][]>();
@@ -59,7 +62,20 @@ describe('root keys', () => {
         expect(total).toBe(counts.reduce((a, b) => a + b, 0));
         for (const k of FIRST) {
           const q = [k, k * 31n + 1n];
-          expect(sortedScores(tree.findMatches(q))).toEqual(sortedScores(model.findMatches(q)));
+          const want = sortedScores(model.findMatches(q));
+          expect(sortedScores(tree.findMatches(q))).toEqual(want);
+          // findMatchesInto takes the first step on the first hash alone before it copies the
+          // rest (radix-tree.ts): it must neither miss a root child nor mis-copy the rest, also
+          // past the scratch's first size (a long tail of hashes nobody holds).
+          const long = new BigUint64Array(700);
+          long.set(q);
+          for (let i = 2; i < long.length; i++) long[i] = BigInt(9_000_000 + i);
+          for (const hashes of [BigUint64Array.from(q), long, BigUint64Array.of(k)]) {
+            const n = tree.findMatchesInto(hashes, result);
+            const got = [...result.workerIds.subarray(0, n)].map((w, i) => [w, result.scores[i]!] as const);
+            const expected = hashes.length === 1 ? sortedScores(model.findMatches([k])) : want;
+            expect(sortedScores({ scores: new Map(got), frequencies: [] })).toEqual(expected);
+          }
         }
       }
     }

@@ -380,6 +380,20 @@ export class WalkScratch {
   }
 }
 
+/**
+ * Whether the root has no child with tokens-hash key (lo, hi): the walk's first step alone, for
+ * a caller that can skip preparing the rest of a lookup that matches nothing.
+ */
+export function rootMisses(a: LookupArrays, lo: number, hi: number): boolean {
+  const node = a.node;
+  const c = node[2]!;
+  if (c === NONE) return true;
+  if (node[c * 4] === lo && node[c * 4 + 1] === hi) return false;
+  const roots = a.roots;
+  if (roots.length > 0 && roots[lo & (roots.length - 1)] === 0) return true;
+  return findEdge(a.edges, a.edgeMask, a.parent, node, 0, lo, hi) < 0;
+}
+
 /** Position of the worker with id words (lo, hi) in a member array, or -1. */
 function findMember(ids: Uint32Array, off: number, cnt: number, lo: number, hi: number): number {
   const end = Math.min(cnt, ids.length >>> 1); // bounded, as in `emit`
