@@ -138,12 +138,15 @@ function readRandomPages(seed: number): void {
  * random pages, a floor for what touching a walk's memory again costs after idle.
  */
 async function idleRows(
-  sides: Side[], seqs: BigUint64Array[], n: number, how = 'findMatches (async)',
+  sides: Side[], seqs: BigUint64Array[], n: number, result: MatchResult, how = 'findMatches (async)',
 ): Promise<Row[]> {
   floorPages.fill(1);
-  const rows: Array<{ shards: number | string; lookup: string; call: (s: BigUint64Array, i: number) => Promise<unknown> }> = [];
+  // `sync` rows are timed as the call alone (no await): the allocation-free lookup as a router
+  // makes it; the others through their promise, as a caller of the async API sees them.
+  const rows: Array<{ shards: number | string; lookup: string; call: (s: BigUint64Array, i: number) => Promise<unknown>; sync?: (s: BigUint64Array) => unknown }> = [];
   for (const { shards, ix, floor } of sides) {
     rows.push({ shards, lookup: how, call: (s) => ix.findMatches(s) });
+    rows.push({ shards, lookup: how.replace('findMatches (async)', 'findMatchesInto (sync)'), call: async () => undefined, sync: (s) => ix.findMatchesInto(s, result) });
     if (floor !== null) rows.push({ shards, lookup: 'floor: bare thread round trip', call: () => floor.ping() });
   }
   rows.push({ shards: '-', lookup: 'host: an empty async call', call: async () => undefined });
@@ -154,9 +157,17 @@ async function idleRows(
     const s = seqs[i % seqs.length]!;
     for (let r = 0; r < rows.length; r++) {
       await new Promise((done) => setTimeout(done, 10));
-      const t0 = performance.now();
-      await rows[r]!.call(s, i);
-      const dt = performance.now() - t0;
+      const row = rows[r]!;
+      let dt: number;
+      if (row.sync !== undefined) {
+        const t0 = performance.now();
+        row.sync(s);
+        dt = performance.now() - t0;
+      } else {
+        const t0 = performance.now();
+        await row.call(s, i);
+        dt = performance.now() - t0;
+      }
       if (i >= warm) lat[r]![i - warm] = dt * 1000;
     }
   }
@@ -342,13 +353,13 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     const [shards, how] = key.split('\u0000') as [string, string];
     quiet.push({ shards: Number(shards), lookup: how, ...stats(concatLatencies(parts)) });
   }
-  idle.push(...(await idleRows(sides, seqs, idleN, 'findMatches (async), keepWarmMs: 0 (off)')));
+  idle.push(...(await idleRows(sides, seqs, idleN, result, 'findMatches (async), keepWarmMs: 0 (off)')));
   // The same idle rows with the default options (keep-warm every DEFAULT_KEEP_WARM_MS), on
   // indexers of their own made after the rows above; closed before the allocation rows (a
   // prime allocates).
   const warmSides: Side[] = [];
   for (const shards of [0, 2]) warmSides.push({ shards, ix: await loaded(conv, shards), floor: null });
-  const warmIdle = await idleRows(warmSides, seqs, idleN, `findMatches (async), default (keep-warm every ${DEFAULT_KEEP_WARM_MS} ms)`);
+  const warmIdle = await idleRows(warmSides, seqs, idleN, result, `findMatches (async), default (keep-warm every ${DEFAULT_KEEP_WARM_MS} ms)`);
   const cost = await keepWarmCost(sides.find((x) => x.shards === 2)!.ix, warmSides.find((x) => x.shards === 2)!.ix, seqs, opts.quick ? 1 : 3);
   const primes = warmSides.map((w) => w.ix.keepWarmPrimes);
   for (const w of warmSides) await w.ix.close();
@@ -374,8 +385,10 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const verdict = (ok: boolean): string => (ok ? 'met' : 'NOT met');
   const q50 = ratio('findMatches (async', 'p50 us');
   const q99 = ratio('findMatches (async', 'p99 us');
-  const idle50 = p(idle, 2, 'findMatches', 'p50 us');
-  const warm50 = p(warmIdle, 2, 'findMatches', 'p50 us');
+  const idle50 = p(idle, 2, 'findMatches (async', 'p50 us');
+  const warm50 = p(warmIdle, 2, 'findMatches (async', 'p50 us');
+  const idleInto50 = p(idle, 2, 'findMatchesInto', 'p50 us');
+  const warmInto50 = p(warmIdle, 2, 'findMatchesInto', 'p50 us');
   sections.push(
     `**Quiescent lookups, back to back**, on the final ${conv.name} tree (${perRound * ROUNDS} per row: ${ROUNDS} rounds, each shard count in turn, each after a warm-up). With shard threads ` +
       'both product calls read the shards\' trees in shared memory on the calling thread, under each shard\'s lock. ' +
@@ -388,9 +401,14 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       '~12 distinct 4 KiB pages of each tree it walks, counted on this workload). Keep-warm is on by default ' +
       `(src/indexer/keep-warm.ts): while no lookup comes, the indexer looks up the latest request's first 32 blocks again every ${DEFAULT_KEEP_WARM_MS} ms ` +
       `(primes made during these rows: ${primes.map((k, i) => `shards ${warmSides[i]!.shards}: ${k.toLocaleString('en-US')}`).join(', ')}). ` +
-      `Target: p50 <= 10 us through 2 shards: ${warm50} us -> **${verdict(warm50 <= 10)}** (same rounds: in-thread ` +
-      `${p(warmIdle, 0, 'findMatches', 'p50 us')} us). With keep-warm off (next table, measured first): ${idle50} us, ${verdict(idle50 <= 10)} ` +
-      `(in-thread ${p(idle, 0, 'findMatches', 'p50 us')} us, ${FLOOR_PAGES} random page reads ${p(idle, '-', `host: ${FLOOR_PAGES}`, 'p50 us')} us). ` +
+      'Each side is asked through both lookup calls: `findMatches` (async, a Map, timed through its promise) and ' +
+      '`findMatchesInto` (synchronous, into a reused result, timed as the call). ' +
+      `Target: p50 <= 10 us through 2 shards: findMatches ${warm50} us -> **${verdict(warm50 <= 10)}**, findMatchesInto ${warmInto50} us -> ` +
+      `**${verdict(warmInto50 <= 10)}** (same rounds: in-thread ${p(warmIdle, 0, 'findMatches (async', 'p50 us')} and ` +
+      `${p(warmIdle, 0, 'findMatchesInto', 'p50 us')} us). With keep-warm off (next table, measured first): findMatches ${idle50} us, ` +
+      `${verdict(idle50 <= 10)}, findMatchesInto ${idleInto50} us, ${verdict(idleInto50 <= 10)} ` +
+      `(in-thread ${p(idle, 0, 'findMatches (async', 'p50 us')} and ${p(idle, 0, 'findMatchesInto', 'p50 us')} us, ` +
+      `${FLOOR_PAGES} random page reads ${p(idle, '-', `host: ${FLOOR_PAGES}`, 'p50 us')} us). ` +
       `What it costs: with a lookup every 10 ms (2 s per side, ${opts.quick ? '1 round' : '3 rounds'}, sides alternating), the process used ` +
       `${cost.on} % of a core with 2 shards and keep-warm, ${cost.off} % with it off.\n\n${table(warmIdle)}`,
     `**Idle lookups with keep-warm off** (\`keepWarmMs: 0\`), measured as above right before them, while no indexer that primes ` +
