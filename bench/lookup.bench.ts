@@ -10,7 +10,8 @@
  *   every lookup timed, `readYourWrites: false` (what a router under load asks) and the default;
  * - allocation: JS heap growth and GC count over 100k `findMatchesInto` in a row, beside the same
  *   loop calling an empty function;
- * - the synthetic workload's no-match and short-match lookups, in-thread.
+ * - the synthetic workload's no-match and short-match lookups, in-thread;
+ * - lookups by tokens that match nothing, cut short after the first block, beside hashing all.
  * Every row reports p50, p99, p99.9 and max, in microseconds (performance.now() around each
  * call: its own ~0.05 us is included).
  */
@@ -21,6 +22,7 @@ import { DEFAULT_KEEP_WARM_MS } from '../src/indexer/options.js';
 import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import { createMatchResult, type MatchResult } from '../src/tree/match-result.js';
 import { RoundTrip } from './reference/round-trip.js';
+import { tokensRows } from './tokens-lookup.js';
 import { concatLatencies, gc, percentile, quiesce, table, type SuiteOptions, type SuiteResult } from './suite.js';
 import { removeAll, warmUp } from './warm-up.js';
 import { loadWorkload, workloadPath, type LoadedWorkload } from './workloads.js';
@@ -373,6 +375,8 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   }
   heap.push({ shards: '-', calls: 'baseline: an empty function, same loop', ...(await heapGrowth(3, (i) => noop(seqs[i % seqs.length]!, result))) });
   heap.push({ shards: '-', calls: 'control: one small object per call', ...(await heapGrowth(3, allocating)) });
+  // Lookups by tokens that match nothing (tokens-lookup.ts), on the same indexers.
+  const tokens = await tokensRows(sides.filter((x) => x.shards !== 1), opts.quick);
   for (const { ix, floor } of sides) {
     await floor?.close();
     await ix.close();
@@ -526,5 +530,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
         `\n\n${table(synRows)}`,
     );
   }
+  rows.push(...tokens.rows.map((r) => ({ suite: 'lookup-tokens-no-match', ...r })));
+  sections.push(tokens.markdown);
   return { title: 'Lookups on the calling thread', markdown: sections.join('\n\n'), rows };
 }

@@ -69,6 +69,8 @@ describe.skipIf(!installed)('serve operations', () => {
       expect(await ready.json()).toMatchObject({ ready: true, lag: 0 });
 
       for (let i = 0; i < 5; i++) await requestFindMatches(env.nc, sub.names.querySubject, { hashes: [1n, 2n] });
+      // Tokens whose first block nobody holds: answered after hashing that block alone.
+      await requestFindMatches(env.nc, sub.names.querySubject, { tokens: Array.from({ length: 12 }, (_, i) => 90_001 + i) });
       const res = await fetch(`${http.url}/metrics`);
       expect(res.status).toBe(200);
       expect(res.headers.get('content-type')).toContain('text/plain');
@@ -98,7 +100,9 @@ describe.skipIf(!installed)('serve operations', () => {
       expect(value(all, 'kvindex_lookups_past_writer_total', { outcome: 'answered' })).toBe(ix.readsPastWriter.answered);
       expect(value(all, 'kvindex_lookups_past_writer_total', { outcome: 'waited' })).toBe(ix.readsPastWriter.waited);
       expect(value(all, 'kvindex_keep_warm_primes_total')).toBe(0); // keepWarmMs: 0 turns it off
-      expect(value(all, 'dynamo_router_overhead_indexer_find_matches_ms_count', { router_id: sub.consumerName })).toBe(5);
+      expect(value(all, 'kvindex_tokens_lookups_cut_short_total')).toBe(1);
+      expect(ix.firstBlockMisses).toBe(1);
+      expect(value(all, 'dynamo_router_overhead_indexer_find_matches_ms_count', { router_id: sub.consumerName })).toBe(6);
       // The stream has more workers than the cap of 1: one series only.
       expect(sum((s) => s.workers)).toBeGreaterThan(1);
       expect(samples(all, 'kvindex_worker_last_event_id')).toHaveLength(1);

@@ -52,6 +52,16 @@ export interface Engine {
   /** The allocation-free lookup on the calling thread: fills `result`, returns the match count. */
   findMatchesInto(hashes: BigUint64Array | readonly bigint[], result: MatchResult, earlyExit?: boolean): number;
   findMatchesSync(hashes: BigUint64Array | readonly bigint[]): OverlapScores;
+  /**
+   * Whether a lookup made now would score nobody for any sequence that starts with `first` (one
+   * tokens hash): true only when no worker holds that block at the start of a sequence. A
+   * lookup through the tokens can then skip hashing the rest of them (sharded-indexer.ts).
+   * `wait`: with read-your-writes, whether it may block until the shards applied every event
+   * before the call, as the synchronous lookups do; without it, a shard that lags makes the
+   * answer false (not proven). Always false when the engine records a frequency trail
+   * (`expirationMs`): the lookup itself is what records it.
+   */
+  missesFirstBlock(first: BigUint64Array, wait: boolean): boolean;
   removeWorker(workerId: bigint): Promise<void>;
   dumpSnapshot(encoding: SnapshotEncoding): Promise<Uint8Array>;
   dumpEvents(): Promise<RouterEvent[]>;

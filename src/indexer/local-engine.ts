@@ -9,7 +9,7 @@ import { createSnapshotWriter, type SnapshotWriter } from '../protocol/snapshot-
 import type { OverlapScores, RouterEvent, SnapshotEncoding } from '../protocol/types.js';
 import { emptyCounts, type StatusCounts } from '../shard/wire/event-batch.js';
 import type { ShardStats } from '../shard/wire/messages.js';
-import type { MatchResult } from '../tree/match-result.js';
+import { createMatchResult, type MatchResult } from '../tree/match-result.js';
 import { RadixTree } from '../tree/radix-tree.js';
 import type { Engine } from './indexer.js';
 
@@ -20,6 +20,10 @@ export class LocalEngine implements Engine {
   readonly readsPastWriter = { answered: 0, waited: 0 };
   readonly #tree: RadixTree;
   readonly #counts: StatusCounts = emptyCounts();
+  /** Whether the tree records a frequency trail (`expirationMs`): see `missesFirstBlock`. */
+  readonly #expiring: boolean;
+  /** The result of `missesFirstBlock`'s one-block walk, reused. */
+  readonly #probe = createMatchResult();
   #writer: SnapshotWriter | null = null;
   #closed = false;
 
@@ -29,6 +33,7 @@ export class LocalEngine implements Engine {
   }
 
   constructor(expirationMs: number | undefined, maxPairs?: number) {
+    this.#expiring = expirationMs !== undefined;
     this.#tree = new RadixTree({
       ...(expirationMs === undefined ? {} : { expirationMs }),
       ...(maxPairs === undefined ? {} : { maxPairs }),
@@ -61,6 +66,11 @@ export class LocalEngine implements Engine {
   findMatchesSync(hashes: BigUint64Array | readonly bigint[]): OverlapScores {
     this.#check();
     return this.#tree.findMatches(hashes);
+  }
+
+  missesFirstBlock(first: BigUint64Array, _wait: boolean): boolean {
+    this.#check();
+    return !this.#expiring && this.#tree.findMatchesInto(first, this.#probe) === 0;
   }
 
   async removeWorker(workerId: bigint): Promise<void> {

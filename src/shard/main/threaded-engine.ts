@@ -24,7 +24,7 @@ import { JsonEventEncoder } from '../wire/json-words.js';
 import type { DumpPrepared, FindReply, ShardStats } from '../wire/messages.js';
 import { peekWorkerId } from './json-peek.js';
 import { H } from '../../tree/shared-layout.js';
-import { MatchResult } from '../../tree/match-result.js';
+import { createMatchResult, MatchResult } from '../../tree/match-result.js';
 import { U64Scratch } from '../../tree/u64-scratch.js';
 import { mergeScores } from './merge-scores.js';
 import { WalkScratch } from '../../tree/walk.js';
@@ -93,6 +93,8 @@ export class ThreadedEngine {
   private readonly seenApplied: Int32Array;
   /** The lookup's hashes as (lo, hi) words, copied in (no view object per call). */
   private readonly words = new U64Scratch();
+  /** The result of `missesFirstBlock`'s one-block walks, reused. */
+  private readonly probe = createMatchResult();
   private readonly frequencyTrail: boolean;
   private flushScheduled = false;
   private nextDump = 1;
@@ -236,6 +238,17 @@ export class ThreadedEngine {
 
   findMatchesSync(hashes: BigUint64Array | readonly bigint[]): OverlapScores {
     return this.readAllScores(this.syncWords(hashes), hashes.length);
+  }
+
+  missesFirstBlock(first: BigUint64Array, wait: boolean): boolean {
+    this.check();
+    if (this.frequencyTrail) return false;
+    const words = this.words.copyWords(first);
+    if (this.readYourWrites) {
+      if (wait) this.catchUp(CATCH_UP_LIMIT_MS, true);
+      else if (!this.catchUp(CATCH_UP_SPIN_MS, false)) return false;
+    }
+    return this.readAll(words, 1, false, this.probe) === 0;
   }
 
   /** A synchronous lookup's hashes as words, once (read-your-writes) the shards caught up. */
