@@ -11,7 +11,7 @@ import { KvEventPublisher } from '../src/nats/publisher.js';
 import { KvEventSubscriber } from '../src/nats/subscriber.js';
 import { kvNames } from '../src/nats/names.js';
 import { uploadSnapshot } from '../src/nats/snapshot.js';
-import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
+import { CUT_MIN_TOKENS, ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import { formatRouterEvent } from '../src/protocol/json-format.js';
 import type { RouterEvent } from '../src/protocol/types.js';
 import { ServeMetrics } from '../src/serve/metrics.js';
@@ -70,7 +70,7 @@ describe.skipIf(!installed)('serve operations', () => {
 
       for (let i = 0; i < 5; i++) await requestFindMatches(env.nc, sub.names.querySubject, { hashes: [1n, 2n] });
       // Tokens whose first block nobody holds: answered after hashing that block alone.
-      await requestFindMatches(env.nc, sub.names.querySubject, { tokens: Array.from({ length: 12 }, (_, i) => 90_001 + i) });
+      await requestFindMatches(env.nc, sub.names.querySubject, { tokens: Array.from({ length: CUT_MIN_TOKENS }, (_, i) => 90_001 + i) });
       const res = await fetch(`${http.url}/metrics`);
       expect(res.status).toBe(200);
       expect(res.headers.get('content-type')).toContain('text/plain');

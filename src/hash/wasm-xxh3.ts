@@ -175,6 +175,12 @@ export const copyU64s: (address: number, count: number) => BigUint64Array = LITT
   ? copyU64sNative
   : copyU64sPortable;
 
+/** The u64 at `address` (8-byte aligned) stored into `out[0]` (no bigint made on a little-endian host). */
+export function readU64Into(address: number, out: BigUint64Array): void {
+  if (LITTLE_ENDIAN) out[0] = u64[address >>> 3]!;
+  else out[0] = view.getBigUint64(address, true);
+}
+
 /** `values` stored from `address` (4-byte aligned) as little-endian u64s. */
 export const writeU64s: (values: BigUint64Array, address: number) => void = LITTLE_ENDIAN
   ? writeU64sNative

@@ -14,6 +14,10 @@ import type { OverlapScores, RouterEvent, SnapshotEncoding } from '../protocol/t
 import type { ShardStats } from '../shard/wire/messages.js';
 import type { MatchResult } from '../tree/match-result.js';
 
+/** What `Engine.firstBlock` found. */
+export const FirstBlock = { Held: 0, Unheld: 1, Unknown: 2 } as const;
+export type FirstBlock = (typeof FirstBlock)[keyof typeof FirstBlock];
+
 /** The events an indexer emits, with their arguments. */
 export interface IndexerEvents {
   /** The backlog fell under half the high-water mark after `needsDrain` was set. */
@@ -53,15 +57,15 @@ export interface Engine {
   findMatchesInto(hashes: BigUint64Array | readonly bigint[], result: MatchResult, earlyExit?: boolean): number;
   findMatchesSync(hashes: BigUint64Array | readonly bigint[]): OverlapScores;
   /**
-   * Whether a lookup made now would score nobody for any sequence that starts with `first` (one
-   * tokens hash): true only when no worker holds that block at the start of a sequence. A
-   * lookup through the tokens can then skip hashing the rest of them (sharded-indexer.ts).
+   * Whether any worker holds `first` (one tokens hash) as the first block of a sequence, as a
+   * lookup made now would see: `Unheld` proves that every lookup starting with it scores
+   * nothing, so a lookup through the tokens can skip hashing the rest (sharded-indexer.ts).
    * `wait`: with read-your-writes, whether it may block until the shards applied every event
    * before the call, as the synchronous lookups do; without it, a shard that lags makes the
-   * answer false (not proven). Always false when the engine records a frequency trail
+   * answer `Unknown`. Always `Unknown` when the engine records a frequency trail
    * (`expirationMs`): the lookup itself is what records it.
    */
-  missesFirstBlock(first: BigUint64Array, wait: boolean): boolean;
+  firstBlock(first: BigUint64Array, wait: boolean): FirstBlock;
   removeWorker(workerId: bigint): Promise<void>;
   dumpSnapshot(encoding: SnapshotEncoding): Promise<Uint8Array>;
   dumpEvents(): Promise<RouterEvent[]>;

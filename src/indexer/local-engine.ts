@@ -9,9 +9,9 @@ import { createSnapshotWriter, type SnapshotWriter } from '../protocol/snapshot-
 import type { OverlapScores, RouterEvent, SnapshotEncoding } from '../protocol/types.js';
 import { emptyCounts, type StatusCounts } from '../shard/wire/event-batch.js';
 import type { ShardStats } from '../shard/wire/messages.js';
-import { createMatchResult, type MatchResult } from '../tree/match-result.js';
+import type { MatchResult } from '../tree/match-result.js';
 import { RadixTree } from '../tree/radix-tree.js';
-import type { Engine } from './indexer.js';
+import { FirstBlock, type Engine } from './indexer.js';
 
 export class LocalEngine implements Engine {
   readonly needsDrain = false;
@@ -20,10 +20,8 @@ export class LocalEngine implements Engine {
   readonly readsPastWriter = { answered: 0, waited: 0 };
   readonly #tree: RadixTree;
   readonly #counts: StatusCounts = emptyCounts();
-  /** Whether the tree records a frequency trail (`expirationMs`): see `missesFirstBlock`. */
+  /** Whether the tree records a frequency trail (`expirationMs`): see `firstBlock`. */
   readonly #expiring: boolean;
-  /** The result of `missesFirstBlock`'s one-block walk, reused. */
-  readonly #probe = createMatchResult();
   #writer: SnapshotWriter | null = null;
   #closed = false;
 
@@ -68,9 +66,10 @@ export class LocalEngine implements Engine {
     return this.#tree.findMatches(hashes);
   }
 
-  missesFirstBlock(first: BigUint64Array, _wait: boolean): boolean {
+  firstBlock(first: BigUint64Array, _wait: boolean): FirstBlock {
     this.#check();
-    return !this.#expiring && this.#tree.findMatchesInto(first, this.#probe) === 0;
+    if (this.#expiring) return FirstBlock.Unknown;
+    return this.#tree.firstBlockMisses(first) ? FirstBlock.Unheld : FirstBlock.Held;
   }
 
   async removeWorker(workerId: bigint): Promise<void> {

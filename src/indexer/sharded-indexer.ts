@@ -14,13 +14,14 @@
  */
 import { EventEmitter } from 'node:events';
 import { ErrorCode, KvIndexError } from '../errors.js';
-import { computeBlockHashes, type BlockHashOptions } from '../hash/block-hash.js';
+import { computeBlockHashes, firstBlockHashInto, type BlockHashOptions } from '../hash/block-hash.js';
 import type { OverlapScores, RouterEvent, SnapshotEncoding } from '../protocol/types.js';
 import { ThreadedEngine, type EngineReport } from '../shard/main/threaded-engine.js';
 import type { ShardThreadSpec } from '../shard/main/thread-shard.js';
 import type { ShardStats } from '../shard/wire/messages.js';
 import { createMatchResult, type MatchResult } from '../tree/match-result.js';
-import type { Engine, Indexer, IndexerEvents, ReadsPastWriter } from './indexer.js';
+import { FirstBlockGate } from './first-block-gate.js';
+import { FirstBlock, type Engine, type Indexer, type IndexerEvents, type ReadsPastWriter } from './indexer.js';
 import { KeepWarm } from './keep-warm.js';
 import { LocalEngine } from './local-engine.js';
 import { checkOptions, keepWarmPeriod, shardWorkerFile, type ShardedIndexerOptions } from './options.js';
@@ -39,6 +40,9 @@ const PRIME = BigUint64Array.of(0x6b76_696e_6465_7821n);
  */
 const PRIME_BLOCKS = 32;
 
+/** Tokens lookups this long or longer may check their first block before hashing the rest (`#cutShort`). */
+export const CUT_MIN_TOKENS = 4096;
+
 /** What a lookup that matches nothing returns (a fresh object: callers may keep or change it). */
 function noMatch(): OverlapScores {
   return { scores: new Map(), frequencies: [] };
@@ -51,6 +55,9 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
   /** Lookups made, for keep-warm: a tick after a lookup does not prime. */
   #lookups = 0;
   #firstBlockMisses = 0;
+  /** A tokens lookup's first block hash (`#cutShort`), reused. */
+  readonly #first = new BigUint64Array(1);
+  readonly #gate = new FirstBlockGate();
   /**
    * The latest lookup's hashes (a reference, kept for keep-warm only: a prime reads what the
    * array holds then, whatever the caller did with it since, which at worst primes another path).
@@ -265,45 +272,54 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
    * and multimodal hashes, as `computeBlockHashes`), then `findMatches`.
    */
   findMatchesForTokens(tokens: Uint32Array | readonly number[], options?: BlockHashOptions): Promise<OverlapScores> {
-    if (this.#missesFirstBlock(tokens, options, false)) return Promise.resolve(noMatch());
+    if (this.#cutShort(tokens, options, false)) return Promise.resolve(noMatch());
     const hashes = computeBlockHashes(tokens, this.#blockSize, options);
     this.#saw(hashes);
     return this.#engine.findMatches(hashes);
   }
 
-  /** See `Engine.missesFirstBlock` (tokens lookups use it to skip hashing; `firstBlockMisses`). */
-  missesFirstBlock(first: BigUint64Array, wait: boolean): boolean {
-    return this.#engine.missesFirstBlock(first, wait);
+  /** See `Engine.firstBlock` (long tokens lookups use it to skip hashing: `firstBlockMisses`). */
+  firstBlock(first: BigUint64Array, wait: boolean): FirstBlock {
+    return this.#engine.firstBlock(first, wait);
   }
 
   /**
    * Tokens lookups whose first block no worker holds at the start of a sequence, answered
-   * (no scores) after hashing that block alone: see `#missesFirstBlock`.
+   * (no scores) after hashing that block alone: see `#cutShort`.
    */
   get firstBlockMisses(): number {
     return this.#firstBlockMisses;
   }
 
   /**
-   * A tokens lookup hashes its first block alone first and stops there when no worker holds it
-   * at the start of a sequence (`Engine.missesFirstBlock`, a one-block walk): nothing can
-   * score, so the rest of the tokens are never hashed. Why: a router's lookups often match
-   * nothing (70 % of the synthetic workload's), and hashing is most of such a lookup: an
-   * 8,192-token prompt (128 blocks of 64) that matched nothing cost ~6 us through
-   * `findMatchesForTokensSync`, ~5 of them hashing, the lookup 0.05-0.4 us (dev VM, shards 0
-   * and 2). Only for a `Uint32Array` of two blocks or more: an array of numbers is checked
-   * value by value as it is staged (a bad token throws, in the ignored partial block too),
-   * which costs more than the hashing saved. The first block is hashed with the call's options,
-   * which are checked whole, as the full hashing checks them. A lookup answered here counts as
-   * a lookup for keep-warm but does not become the request keep-warm primes: its path is one
-   * root probe, the previous request's is worth keeping warm. With `wait` false (the async
-   * call) and read-your-writes, a shard that has not caught up after a short spin leaves the
-   * question open: the lookup then hashes everything and goes the usual way.
+   * A tokens lookup of at least `CUT_MIN_TOKENS` tokens (a `Uint32Array`, two blocks or more)
+   * may hash its first block alone first and stop there when no worker holds it at the start of
+   * a sequence (`Engine.firstBlock`): nothing can score, so the rest of the tokens are never
+   * hashed. Why: a router's lookups often match nothing (70 % of the synthetic workload's), and
+   * hashing is most of such a lookup: an 8,192-token prompt (128 blocks of 64) that matched
+   * nothing cost ~4.4 us through `findMatchesForTokensSync`, and 0.3-0.4 us cut short here (dev
+   * VM, shards 0 and 2, the lookup bench's tokens rows). A prompt that matches pays the check on
+   * top (first-block-gate.ts: how much, and when the indexer checks). Why the length: the check
+   * costs about the same for any prompt, and below ~4,000 tokens (~2 us of hashing) it is too
+   * large a share of what it could save. Not for an array of numbers: every token is checked as
+   * it is staged (a bad one throws, in the ignored partial block too), which costs more than the
+   * hashing saved. The first block is hashed with the call's options, which are checked whole,
+   * as the full hashing checks them. A lookup answered here counts as a lookup for keep-warm but
+   * does not become the request keep-warm primes: its path is one root probe, the previous
+   * request's is worth keeping warm. With `wait` false (the async call) and read-your-writes, a
+   * shard that has not caught up after a short spin leaves the question open: the lookup then
+   * hashes everything and goes the usual way.
    */
-  #missesFirstBlock(tokens: Uint32Array | readonly number[], options: BlockHashOptions | undefined, wait: boolean): boolean {
+  #cutShort(tokens: Uint32Array | readonly number[], options: BlockHashOptions | undefined, wait: boolean): boolean {
     const bs = this.#blockSize;
-    if (!(tokens instanceof Uint32Array) || tokens.length < 2 * bs) return false;
-    if (!this.#engine.missesFirstBlock(computeBlockHashes(tokens.subarray(0, bs), bs, options), wait)) return false;
+    if (!(tokens instanceof Uint32Array) || tokens.length < CUT_MIN_TOKENS || tokens.length < 2 * bs) return false;
+    if (!this.#gate.shouldCheck()) return false;
+    const first = this.#first;
+    firstBlockHashInto(tokens, bs, options, first);
+    const found = this.#engine.firstBlock(first, wait);
+    if (found === FirstBlock.Unknown) return false;
+    this.#gate.note(found === FirstBlock.Unheld);
+    if (found === FirstBlock.Held) return false;
     this.#firstBlockMisses++;
     this.#lookups++;
     const kw = this.#keepWarm;
@@ -334,7 +350,7 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
 
   /** `findMatchesForTokens`, synchronously, on the calling thread. */
   findMatchesForTokensSync(tokens: Uint32Array | readonly number[], options?: BlockHashOptions): OverlapScores {
-    if (this.#missesFirstBlock(tokens, options, true)) return noMatch();
+    if (this.#cutShort(tokens, options, true)) return noMatch();
     const hashes = computeBlockHashes(tokens, this.#blockSize, options);
     this.#saw(hashes);
     return this.#engine.findMatchesSync(hashes);

@@ -36,7 +36,7 @@ import { ScratchSet } from './scratch-set.js';
 import { U64Scratch } from './u64-scratch.js';
 import { createUseTracker, type UseTracker } from './use-tracker.js';
 import { H, HEADER_WORDS, type SharedTreeLayout } from './shared-layout.js';
-import { WalkScratch, emptyLookupArrays, rootMisses, type LookupArrays } from './walk.js';
+import { WalkScratch, emptyLookupArrays, firstBlockUnheld, rootMisses, type LookupArrays } from './walk.js';
 import { WorkerTable } from './worker-table.js';
 import { walkWithTrail, type TrailTree } from './trail-walk.js';
 
@@ -515,6 +515,16 @@ export class RadixTree {
       words = this.scratch.hashWords(hashes, true);
     }
     return this.findMatchesWordsInto(words, 0, n, earlyExit, result);
+  }
+
+  /**
+   * Whether no worker holds the root's child with tokens hash `first[0]` (there is none, or it
+   * is hollow): then no lookup that starts with it can score. The walk's own first step
+   * (walk.ts `firstBlockUnheld`), nothing recorded, nothing allocated.
+   */
+  firstBlockMisses(first: BigUint64Array): boolean {
+    const w = this.scratch.firstWords(first);
+    return firstBlockUnheld(this.lookupArrays(), w[0]! | 0, w[1]! | 0);
   }
 
   /** findMatchesInto on raw words: `n` hashes at `words[off + 2i ..]` as (lo, hi). */

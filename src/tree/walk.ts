@@ -385,13 +385,28 @@ export class WalkScratch {
  * a caller that can skip preparing the rest of a lookup that matches nothing.
  */
 export function rootMisses(a: LookupArrays, lo: number, hi: number): boolean {
+  return rootChild(a, lo, hi) === NONE;
+}
+
+/**
+ * Whether no worker holds the root's child with key (lo, hi): there is none, or it is hollow
+ * (kept for the blocks below it: radix-tree.ts `detach`). No lookup that starts there scores.
+ */
+export function firstBlockUnheld(a: LookupArrays, lo: number, hi: number): boolean {
+  const c = rootChild(a, lo, hi);
+  return c === NONE || a.node[c * 4 + 3] === NONE;
+}
+
+/** The root's child with tokens-hash key (lo, hi), or NONE. */
+function rootChild(a: LookupArrays, lo: number, hi: number): number {
   const node = a.node;
   const c = node[2]!;
-  if (c === NONE) return true;
-  if (node[c * 4] === lo && node[c * 4 + 1] === hi) return false;
+  if (c === NONE) return NONE;
+  if (node[c * 4] === lo && node[c * 4 + 1] === hi) return c;
   const roots = a.roots;
-  if (roots.length > 0 && roots[lo & (roots.length - 1)] === 0) return true;
-  return findEdge(a.edges, a.edgeMask, a.parent, node, 0, lo, hi) < 0;
+  if (roots.length > 0 && roots[lo & (roots.length - 1)] === 0) return NONE;
+  const e = findEdge(a.edges, a.edgeMask, a.parent, node, 0, lo, hi);
+  return e < 0 ? NONE : e;
 }
 
 /** Position of the worker with id words (lo, hi) in a member array, or -1. */

@@ -14,7 +14,7 @@
  */
 import type { Logger } from 'pino';
 import { ErrorCode, KvIndexError } from '../../errors.js';
-import type { ReadsPastWriter } from '../../indexer/indexer.js';
+import { FirstBlock, type ReadsPastWriter } from '../../indexer/indexer.js';
 import { parseRouterEvent } from '../../protocol/json-parse.js';
 import { decodeSnapshot } from '../../protocol/snapshot-reader.js';
 import { mergeSnapshots, writeBincodeCount } from '../../protocol/snapshot-merge.js';
@@ -93,7 +93,7 @@ export class ThreadedEngine {
   private readonly seenApplied: Int32Array;
   /** The lookup's hashes as (lo, hi) words, copied in (no view object per call). */
   private readonly words = new U64Scratch();
-  /** The result of `missesFirstBlock`'s one-block walks, reused. */
+  /** The result of `firstBlock`'s one-block walks, reused. */
   private readonly probe = createMatchResult();
   private readonly frequencyTrail: boolean;
   private flushScheduled = false;
@@ -240,15 +240,15 @@ export class ThreadedEngine {
     return this.readAllScores(this.syncWords(hashes), hashes.length);
   }
 
-  missesFirstBlock(first: BigUint64Array, wait: boolean): boolean {
+  firstBlock(first: BigUint64Array, wait: boolean): FirstBlock {
     this.check();
-    if (this.frequencyTrail) return false;
+    if (this.frequencyTrail) return FirstBlock.Unknown;
     const words = this.words.copyWords(first);
     if (this.readYourWrites) {
       if (wait) this.catchUp(CATCH_UP_LIMIT_MS, true);
-      else if (!this.catchUp(CATCH_UP_SPIN_MS, false)) return false;
+      else if (!this.catchUp(CATCH_UP_SPIN_MS, false)) return FirstBlock.Unknown;
     }
-    return this.readAll(words, 1, false, this.probe) === 0;
+    return this.readAll(words, 1, false, this.probe) === 0 ? FirstBlock.Unheld : FirstBlock.Held;
   }
 
   /** A synchronous lookup's hashes as words, once (read-your-writes) the shards caught up. */
