@@ -14,7 +14,6 @@
 
 import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { computeBlockHashes } from '../hash/block-hash.js';
 import { parseJsonLossless } from '../protocol/json-value.js';
 import { showValue } from '../protocol/show-value.js';
 import type { EngineRegistry } from './engine-registry.js';
@@ -95,8 +94,7 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
       const q = queryBodies.read(bytes(req.body)) ?? readQuery(plain(req.body));
       const entry = registry.index(q.modelName, q.tenantId);
       if (entry === undefined) throw new HttpRequestError(`no index for ${modelTenant(q.modelName, q.tenantId)}`, 404);
-      const hashes = computeBlockHashes(q.tokenIds, entry.index.blockSize, { loraName: q.loraName });
-      const body = scoresJson(entry.index.query(hashes), entry.index.blockSize);
+      const body = scoresJson(entry.index.queryTokens(q.tokenIds, { loraName: q.loraName }), entry.index.blockSize);
       onQuery?.('/query', performance.now() - t0);
       return reply.type(JSON_TYPE).send(body);
     });

@@ -20,13 +20,14 @@ import { ThreadedEngine, type EngineReport } from '../shard/main/threaded-engine
 import type { ShardThreadSpec } from '../shard/main/thread-shard.js';
 import type { ShardStats } from '../shard/wire/messages.js';
 import { createMatchResult, type MatchResult } from '../tree/match-result.js';
-import { FirstBlockGate } from './first-block-gate.js';
+import { CUT_MIN_TOKENS, FirstBlockGate } from './first-block-gate.js';
 import { FirstBlock, type Engine, type Indexer, type IndexerEvents, type ReadsPastWriter } from './indexer.js';
 import { KeepWarm } from './keep-warm.js';
 import { LocalEngine } from './local-engine.js';
 import { checkOptions, keepWarmPeriod, shardWorkerFile, type ShardedIndexerOptions } from './options.js';
 
 export type { ShardedIndexerOptions } from './options.js';
+export { CUT_MIN_TOKENS } from './first-block-gate.js';
 
 /** Keep-warm's lookup before any request: one block (any value: a match is harmless, nothing records it). */
 const PRIME = BigUint64Array.of(0x6b76_696e_6465_7821n);
@@ -39,9 +40,6 @@ const PRIME = BigUint64Array.of(0x6b76_696e_6465_7821n);
  * alike (8.6-9.2 us in a faster hour), so the cap keeps a prime's cost small (~1 us).
  */
 const PRIME_BLOCKS = 32;
-
-/** Tokens lookups this long or longer may check their first block before hashing the rest (`#cutShort`). */
-export const CUT_MIN_TOKENS = 4096;
 
 /** What a lookup that matches nothing returns (a fresh object: callers may keep or change it). */
 function noMatch(): OverlapScores {
@@ -299,9 +297,7 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
    * hashing is most of such a lookup: an 8,192-token prompt (128 blocks of 64) that matched
    * nothing cost ~4.4 us through `findMatchesForTokensSync`, and 0.3-0.4 us cut short here (dev
    * VM, shards 0 and 2, the lookup bench's tokens rows). A prompt that matches pays the check on
-   * top (first-block-gate.ts: how much, and when the indexer checks). Why the length: the check
-   * costs about the same for any prompt, and below ~4,000 tokens (~2 us of hashing) it is too
-   * large a share of what it could save. Not for an array of numbers: every token is checked as
+   * top (first-block-gate.ts: how much, when the indexer checks, and why the length). Not for an array of numbers: every token is checked as
    * it is staged (a bad one throws, in the ignored partial block too), which costs more than the
    * hashing saved. The first block is hashed with the call's options, which are checked whole,
    * as the full hashing checks them. A lookup answered here counts as a lookup for keep-warm but

@@ -102,6 +102,16 @@ export class ZmqServeMetrics {
         for (const ix of engines.indexes()) this.set({ model: ix.modelName, tenant: ix.tenantId }, engines.candidates(ix.modelName, ix.tenantId).length);
       },
     });
+    new Counter({
+      name: 'kvindex_tokens_lookups_cut_short_total',
+      help: '/query lookups answered after hashing their first block alone: no worker held it',
+      labelNames: ['model', 'tenant'] as const,
+      registers: [reg],
+      collect() {
+        this.reset();
+        for (const ix of engines.indexes()) this.inc({ model: ix.modelName, tenant: ix.tenantId }, ix.index.cutShort);
+      },
+    });
     registerRouteMetrics(reg, ['model', 'tenant'], function* (): Iterable<RouterSeries> {
       for (const ix of engines.indexes()) if (ix.router !== null) yield { labels: { model: ix.modelName, tenant: ix.tenantId }, router: ix.router };
     });

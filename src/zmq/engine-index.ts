@@ -12,6 +12,8 @@
  * it incomplete) until it is whole again.
  */
 
+import { computeBlockHashes, firstBlockHashInto, type BlockHashOptions } from '../hash/block-hash.js';
+import { CUT_MIN_TOKENS, FirstBlockGate } from '../indexer/first-block-gate.js';
 import type { ApplyStatus, KvCacheEventData, RouterEvent } from '../protocol/types.js';
 import { createMatchResult, type MatchResult } from '../tree/match-result.js';
 import { RadixTree } from '../tree/radix-tree.js';
@@ -49,6 +51,10 @@ export class EngineIndex {
   // Scratch of findMatchesInto (reused).
   readonly #scratch = createMatchResult();
   readonly #best = new Map<bigint, number>();
+  readonly #gate = new FirstBlockGate();
+  readonly #first = new BigUint64Array(1);
+  /** `queryTokens` answers given after the first block alone (no tree held it). */
+  cutShort = 0;
 
   constructor(options: EngineIndexOptions) {
     this.blockSize = options.blockSize;
@@ -159,6 +165,36 @@ export class EngineIndex {
       if (tier !== StorageTier.Device && into.size > 0) lowerTiers.set(tier, into);
     }
     return { scores, frequencies, treeSizes, lowerTiers };
+  }
+
+  /**
+   * `query` for a request's tokens, hashed with `options` (its block identity). A `Uint32Array`
+   * of `CUT_MIN_TOKENS` or more hashes its first block alone first, while the gate says so
+   * (first-block-gate.ts), and answers nothing there when no tree of any tier or rank holds it
+   * at the start of a sequence: the rest is never hashed (the indexer's tokens lookups do the
+   * same: src/indexer/sharded-indexer.ts `#cutShort`, with the measurements). Not with
+   * `expirationMs`: the lookup records the frequency trail.
+   */
+  queryTokens(tokens: Uint32Array, options: BlockHashOptions): EngineScores {
+    const bs = this.blockSize;
+    if (this.#expirationMs === undefined && tokens.length >= CUT_MIN_TOKENS && tokens.length >= 2 * bs && this.#gate.shouldCheck()) {
+      firstBlockHashInto(tokens, bs, options, this.#first);
+      const unheld = this.#firstBlockUnheld(this.#first);
+      this.#gate.note(unheld);
+      if (unheld) {
+        this.cutShort++;
+        return { scores: new Map(), frequencies: [], treeSizes: new Map(), lowerTiers: new Map() };
+      }
+    }
+    return this.query(computeBlockHashes(tokens, bs, options));
+  }
+
+  /** Whether no tree (any tier, any rank) holds `first[0]` as a sequence's first block. */
+  #firstBlockUnheld(first: BigUint64Array): boolean {
+    for (const ranks of this.#trees.values()) {
+      for (const tree of ranks.values()) if (!tree.firstBlockMisses(first)) return false;
+    }
+    return true;
   }
 
   /**
