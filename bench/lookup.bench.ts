@@ -23,7 +23,7 @@ import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import { createMatchResult, type MatchResult } from '../src/tree/match-result.js';
 import { RoundTrip } from './reference/round-trip.js';
 import { tokensRows } from './tokens-lookup.js';
-import { concatLatencies, gc, percentile, quiesce, table, type SuiteOptions, type SuiteResult } from './suite.js';
+import { concatLatencies, gc, latencyStats, quiesce, table, type SuiteOptions, type SuiteResult } from './suite.js';
 import { removeAll, warmUp } from './warm-up.js';
 import { loadWorkload, workloadPath, type LoadedWorkload } from './workloads.js';
 
@@ -38,15 +38,7 @@ type Row = Record<string, string | number | boolean>;
 /** A loaded indexer of the lookup rows, and (with shard threads) its bare thread round trip. */
 type Side = { shards: number; ix: ShardedIndexer; floor: RoundTrip | null };
 
-/** p50 / p99 / p99.9 / max of latencies in microseconds (sorted in place). */
-function stats(lat: Float64Array): Row {
-  lat.sort();
-  return {
-    lookups: lat.length,
-    'p50 us': r2(percentile(lat, 50)), 'p99 us': r2(percentile(lat, 99)),
-    'p99.9 us': r2(percentile(lat, 99.9)), 'max us': r2(lat[lat.length - 1]!),
-  };
-}
+const stats = latencyStats;
 
 /** A loaded indexer holding the workload's final state (events applied, then flushed). */
 async function loaded(w: LoadedWorkload, shards: number, readYourWrites = true, keepWarmMs?: number): Promise<ShardedIndexer> {

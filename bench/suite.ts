@@ -25,6 +25,17 @@ export function percentile(sorted: ArrayLike<number>, p: number): number {
 }
 
 /** Several runs' latencies in one array, in run order. */
+/** A latency row: count, p50 / p99 / p99.9 / max of `lat` in microseconds (sorted in place). */
+export function latencyStats(lat: Float64Array): Record<string, number> {
+  lat.sort();
+  const r2 = (x: number): number => Math.round(x * 100) / 100;
+  return {
+    lookups: lat.length,
+    'p50 us': r2(percentile(lat, 50)), 'p99 us': r2(percentile(lat, 99)),
+    'p99.9 us': r2(percentile(lat, 99.9)), 'max us': r2(lat[lat.length - 1]!),
+  };
+}
+
 export function concatLatencies(parts: readonly Float64Array[]): Float64Array {
   const all = new Float64Array(parts.reduce((k, p) => k + p.length, 0));
   let at = 0;

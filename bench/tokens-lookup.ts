@@ -10,7 +10,7 @@
 import { computeBlockHashes, computeSequenceHashes } from '../src/hash/block-hash.js';
 import { SAMPLE } from '../src/indexer/first-block-gate.js';
 import { CUT_MIN_TOKENS, type ShardedIndexer } from '../src/indexer/sharded-indexer.js';
-import { concatLatencies, percentile, quiesce, table } from './suite.js';
+import { concatLatencies, latencyStats as stats, quiesce, table } from './suite.js';
 
 type Row = Record<string, string | number | boolean>;
 const BLOCK_SIZE = 64;
@@ -55,14 +55,6 @@ function timePairs(n: number, a: (i: number) => unknown, b: (i: number) => unkno
   return [la, lb];
 }
 
-function stats(lat: Float64Array): Row {
-  lat.sort();
-  return {
-    lookups: lat.length,
-    'p50 us': r2(percentile(lat, 50)), 'p99 us': r2(percentile(lat, 99)),
-    'p99.9 us': r2(percentile(lat, 99.9)), 'max us': r2(lat[lat.length - 1]!),
-  };
-}
 
 /** A worker id no workload uses: it holds the matching prompts' first blocks. */
 const HOLDER = 0xfeed_0000_0000_0001n;
