@@ -1,14 +1,15 @@
 /**
  * Lookups by tokens (lookup suite): `findMatchesForTokensSync`, which from `CUT_MIN_TOKENS` tokens
- * on hashes the first block alone and stops there when no worker holds it (sharded-indexer.ts), beside what the call did
- * before, in the same rounds: hash every block, then `findMatchesSync`. Prompts of random
- * tokens, 1,024 and 8,192 tokens (16 and 128 blocks of 64), on the indexers the suite loaded
- * (the conversation workload's final tree): prompts that match nothing, where the first block
- * saves the rest, and prompts whose first 4 blocks a worker holds (stored for the rows), which
- * pay the first block's check on top of the whole hashing.
+ * on may stop after hashing the first block (no worker holds it) or the first `PREFIX_BLOCKS`
+ * blocks (every score below that: sharded-indexer.ts), beside what the call did before, in the
+ * same rounds: hash every block, then `findMatchesSync`. Prompts of random tokens, 1,024 and
+ * 8,192 tokens (16 and 128 blocks of 64), on the indexers the suite loaded (the conversation
+ * workload's final tree): prompts that match nothing, where the first block saves the rest;
+ * prompts whose first 4 blocks a worker holds (stored for the rows), where the prefix saves the
+ * rest; and prompts whose first 48 blocks it holds, which pay what does not cut.
  */
 import { computeBlockHashes, computeSequenceHashes } from '../src/hash/block-hash.js';
-import { SAMPLE } from '../src/indexer/first-block-gate.js';
+import { PREFIX_BLOCKS, SAMPLE } from '../src/indexer/cut-gate.js';
 import { CUT_MIN_TOKENS, type ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import { concatLatencies, latencyStats as stats, quiesce, table } from './suite.js';
 
@@ -58,14 +59,14 @@ function timePairs(n: number, a: (i: number) => unknown, b: (i: number) => unkno
 
 /** A worker id no workload uses: it holds the matching prompts' first blocks. */
 const HOLDER = 0xfeed_0000_0000_0001n;
-/** Blocks of each matching prompt its holder stores. */
-const HELD = 4;
+/** Blocks of each matching prompt its holder stores: none, a few (under the prefix), many. */
+const HELD = [0, 4, 48] as const;
 
-/** Stores the first `HELD` blocks of every prompt for `HOLDER` (the indexers are closed after). */
-async function hold(ix: ShardedIndexer, set: Uint32Array[]): Promise<void> {
+/** Stores the first `held` blocks of every prompt for `HOLDER` (the indexers are closed after). */
+async function hold(ix: ShardedIndexer, set: Uint32Array[], held: number): Promise<void> {
   let id = 0n;
   for (const p of set) {
-    const local = computeBlockHashes(p.subarray(0, HELD * BLOCK_SIZE), BLOCK_SIZE);
+    const local = computeBlockHashes(p.subarray(0, held * BLOCK_SIZE), BLOCK_SIZE);
     const seq = computeSequenceHashes(local);
     ix.applyEvent({
       workerId: HOLDER,
@@ -80,16 +81,17 @@ export async function tokensRows(sides: ReadonlyArray<{ shards: number; ix: Shar
   const rounds = 3;
   const rows: Row[] = [];
   const notes: string[] = [];
-  for (const match of [false, true]) {
+  for (const held of HELD) {
     for (const tokens of [1_024, 8_192]) {
-      const set = prompts(tokens, tokens + (match ? 1 : 0));
+      const set = prompts(tokens, tokens + held);
       for (const { shards, ix } of sides) {
-        if (match) await hold(ix, set);
+        if (held > 0) await hold(ix, set, held);
         // Every prompt must match as its set says, or the rows would compare different lookups.
         const matched = set.filter((p) => ix.findMatchesSync(computeBlockHashes(p, BLOCK_SIZE)).scores.size > 0).length;
         const eager: Float64Array[] = [];
         const lazy: Float64Array[] = [];
         const cut0 = ix.firstBlockMisses;
+        const prefix0 = ix.prefixAnswers;
         for (let round = 0; round < rounds; round++) {
           await quiesce(50);
           const [e, l] = timePairs(
@@ -101,23 +103,30 @@ export async function tokensRows(sides: ReadonlyArray<{ shards: number; ix: Shar
           lazy.push(l);
         }
         const cut = ix.firstBlockMisses - cut0;
+        const prefixCut = ix.prefixAnswers - prefix0;
         const e = stats(concatLatencies(eager));
         const l = stats(concatLatencies(lazy));
-        const prompt = match ? `first ${HELD} blocks held` : 'no match';
+        const prompt = held > 0 ? `first ${held} blocks held` : 'no match';
         rows.push({ shards, tokens, prompts: prompt, lookup: 'hash every block, then findMatchesSync (the call before)', ...e });
-        rows.push({ shards, tokens, prompts: prompt, lookup: 'findMatchesForTokensSync (first block first)', ...l });
+        rows.push({ shards, tokens, prompts: prompt, lookup: 'findMatchesForTokensSync (first block, then prefix)', ...l });
         notes.push(
           `shards ${shards}, ${tokens.toLocaleString('en-US')} tokens, ${prompt}: p50 ${r2((l['p50 us'] as number) / (e['p50 us'] as number))}x the call before ` +
-            `(${cut.toLocaleString('en-US')} of ${(rounds * (n + 1000)).toLocaleString('en-US')} calls cut short; prompts matching: ${matched} of ${PROMPTS})`,
+            `(of ${(rounds * (n + 1000)).toLocaleString('en-US')} calls, untimed ones included: ${cut.toLocaleString('en-US')} cut at the first block, ` +
+            `${prefixCut.toLocaleString('en-US')} answered from the prefix; prompts matching: ${matched} of ${PROMPTS})`,
         );
       }
     }
   }
   const markdown =
     `**Lookups by tokens**: ${PROMPTS} prompts of random tokens per size, blocks of ${BLOCK_SIZE}, on the indexers above ` +
-    `(keep-warm off), 3 rounds, the two calls interleaved call by call on the same prompt (which goes first alternates). From ${CUT_MIN_TOKENS.toLocaleString('en-US')} tokens on, \`findMatchesForTokensSync\` hashes the first block alone and ` +
-    'stops when no worker holds it at the start of a sequence (src/indexer/sharded-indexer.ts); the other row is what it did ' +
-    `before: hash every block, then look them up. Prompts that match nothing, and prompts whose first ${HELD} blocks one worker ` +
-    `holds (stored for these rows), measured after them: by then the checks have found the first block held often enough that the indexer checks only one long lookup in ${SAMPLE} (src/indexer/first-block-gate.ts), so these rows show what a router whose requests match pays. The 1,024-token rows are under the length that is checked: the same work on both. ${notes.join('; ')}.\n\n${table(rows)}`;
+    `(keep-warm off), 3 rounds, the two calls interleaved call by call on the same prompt (which goes first alternates). From ${CUT_MIN_TOKENS.toLocaleString('en-US')} tokens on, ` +
+    '`findMatchesForTokensSync` hashes the first block alone and stops when no worker holds it at the start of a sequence, then ' +
+    `(prompts of ${2 * PREFIX_BLOCKS} blocks or more) hashes and looks up the first ${PREFIX_BLOCKS} blocks and stops when every score is below ${PREFIX_BLOCKS} ` +
+    '(src/indexer/sharded-indexer.ts); each cut is tried while recent tries often cut, else on one long lookup in ' +
+    `${SAMPLE} (src/indexer/cut-gate.ts). The other row is what the call did before: hash every block, then look them up. ` +
+    `Prompts that match nothing, then prompts whose first ${HELD[1]} blocks one worker holds, then prompts whose first ${HELD[2]} it holds ` +
+    '(stored for these rows), in that order: by the last rows the tries have found the first block held and the prefix not enough often ' +
+    'enough that both gates are closed, so those rows show what a router whose requests match deep pays. The 1,024-token rows are under ' +
+    `the length that tries: the same work on both. ${notes.join('; ')}.\n\n${table(rows)}`;
   return { rows, markdown };
 }

@@ -1,13 +1,14 @@
 import { describe, expect, it } from 'vitest';
 
 import { computeBlockHashes, type BlockHashOptions } from '../src/hash/block-hash.js';
-import { CUT_MIN_TOKENS } from '../src/indexer/first-block-gate.js';
+import { CUT_MIN_TOKENS, PREFIX_BLOCKS } from '../src/indexer/cut-gate.js';
 import { StorageTier } from '../src/zmq/convert.js';
 import { EngineIndex, type EngineScores } from '../src/zmq/engine-index.js';
 
 // EngineIndex.queryTokens (the HTTP /query path): a long prompt whose first block no tree of any
-// tier or rank holds is answered after that block alone; every answer equals hashing everything
-// and calling `query`.
+// tier or rank holds is answered after that block alone, one whose every score (every tier and
+// rank) is below PREFIX_BLOCKS from its first PREFIX_BLOCKS blocks; every answer equals hashing
+// everything and calling `query`, and a chain held deep on any tier or rank is never cut.
 
 const BS = 4;
 const LORA: BlockHashOptions = { loraName: 'sql-lora' };
@@ -38,15 +39,26 @@ describe('EngineIndex.queryTokens', () => {
   store(ix, 2n, 3, StorageTier.Device, rank3, 2);
   store(ix, 3n, 0, StorageTier.Disk, disk, 3);
   store(ix, 4n, 0, StorageTier.Device, device, 5, LORA);
+  const deep = tokens(200_000, LONG);
+  const deepRank = tokens(300_000, LONG);
+  const deepDisk = tokens(400_000, LONG);
+  store(ix, 5n, 0, StorageTier.Device, deep, 3 * PREFIX_BLOCKS);
+  store(ix, 6n, 0, StorageTier.Device, deep, 2);
+  store(ix, 7n, 3, StorageTier.Device, deepRank, PREFIX_BLOCKS);
+  store(ix, 8n, 0, StorageTier.Device, deepDisk, 1);
+  store(ix, 9n, 0, StorageTier.Disk, deepDisk, 2 * PREFIX_BLOCKS);
 
   const cases: Array<[string, Uint32Array, BlockHashOptions, boolean]> = [
-    ['held on the device tier, rank 0', device, {}, false],
-    ['held by rank 3 only', rank3, {}, false],
-    ['held on a lower tier only', disk, {}, false],
-    ['held with the LoRA adapter', device, LORA, false],
+    ['held on the device tier, rank 0', device, {}, true],
+    ['held by rank 3 only', rank3, {}, true],
+    ['held on a lower tier only', disk, {}, true],
+    ['held with the LoRA adapter', device, LORA, true],
     ['held by nobody', none, {}, true],
     ['held by nobody with that adapter', rank3, LORA, true],
     ['short, held by nobody (not checked)', none.subarray(0, CUT_MIN_TOKENS - 1), {}, false],
+    [`held ${3 * PREFIX_BLOCKS} blocks deep on the device tier`, deep, {}, false],
+    [`held ${PREFIX_BLOCKS} blocks deep by rank 3 only`, deepRank, {}, false],
+    [`held ${2 * PREFIX_BLOCKS} blocks deep on a lower tier only (the device tier shallow)`, deepDisk, {}, false],
   ];
   for (const [name, toks, options, cut] of cases) {
     it(`${name}: the answer of hashing everything${cut ? ', cut short' : ''}`, () => {

@@ -8,7 +8,7 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { EngineRegistry } from '../src/http/engine-registry.js';
-import { CUT_MIN_TOKENS } from '../src/indexer/first-block-gate.js';
+import { CUT_MIN_TOKENS } from '../src/indexer/cut-gate.js';
 import { registerIndexerRoutes } from '../src/http/indexer-routes.js';
 import { startOpsServer } from '../src/serve/ops-server.js';
 import { ZmqServeMetrics } from '../src/serve/zmq-metrics.js';
@@ -75,7 +75,8 @@ describe.skipIf(!(await zmqAvailable()))('standalone indexer metrics', () => {
     expect(longName.status).toBe(404);
     expect((await longName.text()).length).toBeLessThan(200);
     // A long prompt whose first block nobody holds is answered after that block alone, with the
-    // answer a short one gets; one whose first blocks are held is answered in full.
+    // answer a short one gets; one whose first block is held (and nothing past it) from its
+    // first blocks, with the answer of that block alone: both counted.
     const body = async (tokens: number[]): Promise<string> => {
       const r = await post('/query', `{"token_ids":[${tokens.join(',')}],"model_name":"m"}`);
       expect(r.status).toBe(200);
@@ -85,7 +86,7 @@ describe.skipIf(!(await zmqAvailable()))('standalone indexer metrics', () => {
     expect(await body(rest)).toBe(await body(rest.slice(0, 4)));
     expect(await body([5, 6, 7, 8, ...rest])).toBe(await body([5, 6, 7, 8]));
     const errs = parsePrometheusText(await (await fetch(`${ops.url}/metrics`)).text());
-    expect(value(errs, 'kvindex_tokens_lookups_cut_short_total', { model: 'm', tenant: 'default' })).toBe(1);
+    expect(value(errs, 'kvindex_tokens_lookups_cut_short_total', { model: 'm', tenant: 'default' })).toBe(2);
     expect(value(errs, 'kvindex_http_errors_total', { route: '/register', status: '401' })).toBe(1);
     expect(value(errs, 'kvindex_http_errors_total', { route: '/query', status: '400' })).toBe(1);
     expect(value(errs, 'kvindex_http_errors_total', { route: '/query', status: '404' })).toBe(2); // "nope" above too

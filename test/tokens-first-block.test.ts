@@ -1,14 +1,15 @@
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { ErrorCode } from '../src/errors.js';
-import { computeBlockHashes, computeSequenceHashes, firstBlockHashInto, type BlockHashOptions } from '../src/hash/block-hash.js';
-import { FirstBlockGate, MIN_SHARE, SAMPLE } from '../src/indexer/first-block-gate.js';
+import { computeBlockHashes, firstBlockHashInto, type BlockHashOptions } from '../src/hash/block-hash.js';
+import { CutGate, MIN_SHARE, SAMPLE } from '../src/indexer/cut-gate.js';
 import { CUT_MIN_TOKENS, ShardedIndexer } from '../src/indexer/sharded-indexer.js';
-import type { OverlapScores, RouterEvent } from '../src/protocol/types.js';
+import type { RouterEvent } from '../src/protocol/types.js';
+import { sortedEntries, storedTokens, tokenRange } from './support/token-events.js';
 
 // Tokens lookups of CUT_MIN_TOKENS or more hash their first block alone first and stop when no
-// worker holds it at the start of a sequence (sharded-indexer.ts `#cutShort`), while the recent
-// checks found unheld first blocks often enough (first-block-gate.ts). What must hold: every answer
+// worker holds it at the start of a sequence (sharded-indexer.ts `#tokensLookup`), while the recent
+// checks found unheld first blocks often enough (cut-gate.ts). What must hold: every answer
 // equals hashing everything and looking the hashes up; the shortcut is taken exactly when
 // nothing can score; and with read-your-writes it never answers from a state older than the
 // call (an event applied just before the lookup makes the first block match).
@@ -16,20 +17,8 @@ import type { OverlapScores, RouterEvent } from '../src/protocol/types.js';
 const BS = 4;
 const LORA: BlockHashOptions = { loraName: 'sql-lora' };
 
-/** Tokens `base .. base + n - 1` as a Uint32Array. */
-function tokens(base: number, n: number): Uint32Array {
-  return Uint32Array.from({ length: n }, (_, i) => base + i);
-}
-
-/** The Stored event an engine with `options` publishes for `toks` (full blocks). */
-function stored(worker: bigint, toks: Uint32Array, options?: BlockHashOptions, id = 0n): RouterEvent {
-  const local = computeBlockHashes(toks, BS, options);
-  const seq = computeSequenceHashes(local);
-  return {
-    workerId: worker,
-    event: { eventId: id, data: { type: 'stored', parentHash: null, blocks: Array.from(local, (tokensHash, i) => ({ blockHash: seq[i]!, tokensHash })) } },
-  };
-}
+const tokens = tokenRange;
+const stored = (worker: bigint, toks: Uint32Array, options?: BlockHashOptions, id = 0n): RouterEvent => storedTokens(worker, toks, BS, options, id);
 
 /** The Removed event for the first block of `toks` (its sequence hash is its tokens hash). */
 function removedFirst(worker: bigint, toks: Uint32Array): RouterEvent {
@@ -37,7 +26,7 @@ function removedFirst(worker: bigint, toks: Uint32Array): RouterEvent {
   return { workerId: worker, event: { eventId: 9n, data: { type: 'removed', blockHashes: [first] } } };
 }
 
-const sorted = (r: OverlapScores): Array<[bigint, number]> => [...r.scores].sort((a, b) => (a[0] < b[0] ? -1 : 1));
+const sorted = sortedEntries;
 
 let indexer: ShardedIndexer | null = null;
 afterEach(async () => {
@@ -148,9 +137,9 @@ for (const shards of [0, 2]) {
   });
 }
 
-describe('FirstBlockGate', () => {
+describe('CutGate', () => {
   it('starts open, closes after checks that found the block held, samples while closed, reopens on misses', () => {
-    const g = new FirstBlockGate();
+    const g = new CutGate();
     expect(g.open).toBe(true);
     expect(g.shouldCheck()).toBe(true);
     let n = 0;

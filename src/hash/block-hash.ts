@@ -24,6 +24,7 @@ import {
   hashBytesAt,
   readU64,
   readU64Into,
+  readU64sInto,
   sequenceHashesAt,
   u32,
   u8,
@@ -175,6 +176,7 @@ function stageNumbers(tokens: readonly number[], count: number, address: number)
  */
 function hashMultimodalBlocks(
   mm: BlockMmHashes,
+  first: number,
   blocks: number,
   blockBytes: number,
   input: number,
@@ -182,9 +184,9 @@ function hashMultimodalBlocks(
   seed: SeedHalves,
 ): void {
   const stage = align16(output + 8 * blocks);
-  const limit = Math.min(mm.length, blocks);
+  const limit = Math.min(mm.length - first, blocks);
   for (let i = 0; i < limit; i++) {
-    const hashes = mm[i];
+    const hashes = mm[first + i];
     if (hashes === undefined || hashes === null || hashes.length === 0) continue;
     const sorted = BigUint64Array.from(hashes).sort();
     ensureMemory(stage + blockBytes + 8 * sorted.length);
@@ -228,7 +230,7 @@ export function computeBlockHashes(
   if (blocks === 0) return new BigUint64Array(0);
   wordsToLittleEndian(input, count);
   hashBlocksAt(input, 4 * blockSize, blocks, seed, output);
-  if (mm !== null) hashMultimodalBlocks(mm, blocks, 4 * blockSize, input, output, seed);
+  if (mm !== null) hashMultimodalBlocks(mm, 0, blocks, 4 * blockSize, input, output, seed);
   return copyU64s(output, blocks);
 }
 
@@ -253,8 +255,43 @@ export function firstBlockHashInto(tokens: Uint32Array, blockSize: number, optio
   for (let i = 0; i < blockSize; i++) words[at + i] = tokens[i]!; // no view made (a block is short)
   wordsToLittleEndian(input, blockSize);
   hashBlocksAt(input, 4 * blockSize, 1, seed, output);
-  if (mm !== null) hashMultimodalBlocks(mm, 1, 4 * blockSize, input, output, seed);
+  if (mm !== null) hashMultimodalBlocks(mm, 0, 1, 4 * blockSize, input, output, seed);
   readU64Into(output, out);
+}
+
+/**
+ * Blocks `from` to `to` (exclusive) of `computeBlockHashes(tokens, blockSize, options)` stored
+ * into `out[from..to)`: a tokens lookup hashes a prefix of a long prompt first, and the rest
+ * only when the prefix's scores do not settle it (src/indexer/sharded-indexer.ts). Multimodal
+ * hashes stay with their block (`blockMmHashes[i]` for block i). The options are checked whole,
+ * as `computeBlockHashes` checks them. Throws `InvalidField` when `tokens` holds fewer than `to`
+ * blocks or the range is not one.
+ */
+export function blockHashesInto(
+  tokens: Uint32Array,
+  blockSize: number,
+  options: BlockHashOptions | undefined,
+  from: number,
+  to: number,
+  out: BigUint64Array,
+): void {
+  checkBlockSize(blockSize);
+  if (!Number.isInteger(from) || !Number.isInteger(to) || from < 0 || to < from || to * blockSize > tokens.length || to > out.length) {
+    throw new KvIndexError(ErrorCode.InvalidField, `blocks ${from}..${to}: not a range of the ${Math.floor(tokens.length / blockSize)} blocks of the tokens (${out.length} outputs)`);
+  }
+  const seed = options === undefined ? DEFAULT_SEED : seedOf(options);
+  const mm = options === undefined ? null : mmHashesOf(options);
+  const blocks = to - from;
+  if (blocks === 0) return;
+  const count = blocks * blockSize;
+  const input = HEAP;
+  const output = align16(input + 4 * count);
+  ensureMemory(output + 8 * blocks);
+  u32.set(tokens.subarray(from * blockSize, to * blockSize), input >>> 2);
+  wordsToLittleEndian(input, count);
+  hashBlocksAt(input, 4 * blockSize, blocks, seed, output);
+  if (mm !== null) hashMultimodalBlocks(mm, from, blocks, 4 * blockSize, input, output, seed);
+  readU64sInto(output, blocks, out, from);
 }
 
 /**

@@ -181,6 +181,15 @@ export function readU64Into(address: number, out: BigUint64Array): void {
   else out[0] = view.getBigUint64(address, true);
 }
 
+/** `count` u64s at `address` (8-byte aligned) stored into `out` from index `at`. */
+export function readU64sInto(address: number, count: number, out: BigUint64Array, at: number): void {
+  if (LITTLE_ENDIAN) {
+    out.set(u64.subarray(address >>> 3, (address >>> 3) + count), at);
+    return;
+  }
+  for (let i = 0; i < count; i++) out[at + i] = view.getBigUint64(address + 8 * i, true);
+}
+
 /** `values` stored from `address` (4-byte aligned) as little-endian u64s. */
 export const writeU64s: (values: BigUint64Array, address: number) => void = LITTLE_ENDIAN
   ? writeU64sNative

@@ -66,6 +66,12 @@ export interface Engine {
    * (`expirationMs`): the lookup itself is what records it.
    */
   firstBlock(first: BigUint64Array, wait: boolean): FirstBlock;
+  /**
+   * `findMatchesSync(hashes)` when it can be answered now on the calling thread, as `firstBlock`
+   * decides (`wait`; never with a frequency trail); otherwise null. A tokens lookup asks it for
+   * a prefix of its blocks before it hashes the rest (sharded-indexer.ts).
+   */
+  findMatchesNow(hashes: BigUint64Array, wait: boolean): OverlapScores | null;
   removeWorker(workerId: bigint): Promise<void>;
   dumpSnapshot(encoding: SnapshotEncoding): Promise<Uint8Array>;
   dumpEvents(): Promise<RouterEvent[]>;

@@ -72,6 +72,11 @@ export class LocalEngine implements Engine {
     return this.#tree.firstBlockMisses(first) ? FirstBlock.Unheld : FirstBlock.Held;
   }
 
+  findMatchesNow(hashes: BigUint64Array, _wait: boolean): OverlapScores | null {
+    this.#check();
+    return this.#expiring ? null : this.#tree.findMatches(hashes);
+  }
+
   async removeWorker(workerId: bigint): Promise<void> {
     this.#check();
     this.#tree.removeWorker(workerId);

@@ -14,20 +14,20 @@
  */
 import { EventEmitter } from 'node:events';
 import { ErrorCode, KvIndexError } from '../errors.js';
-import { computeBlockHashes, firstBlockHashInto, type BlockHashOptions } from '../hash/block-hash.js';
+import { blockHashesInto, computeBlockHashes, firstBlockHashInto, type BlockHashOptions } from '../hash/block-hash.js';
 import type { OverlapScores, RouterEvent, SnapshotEncoding } from '../protocol/types.js';
 import { ThreadedEngine, type EngineReport } from '../shard/main/threaded-engine.js';
 import type { ShardThreadSpec } from '../shard/main/thread-shard.js';
 import type { ShardStats } from '../shard/wire/messages.js';
 import { createMatchResult, type MatchResult } from '../tree/match-result.js';
-import { CUT_MIN_TOKENS, FirstBlockGate } from './first-block-gate.js';
+import { CUT_MIN_TOKENS, CutGate, PREFIX_BLOCKS, PREFIX_MIN_SHARE } from './cut-gate.js';
 import { FirstBlock, type Engine, type Indexer, type IndexerEvents, type ReadsPastWriter } from './indexer.js';
 import { KeepWarm } from './keep-warm.js';
 import { LocalEngine } from './local-engine.js';
 import { checkOptions, keepWarmPeriod, shardWorkerFile, type ShardedIndexerOptions } from './options.js';
 
 export type { ShardedIndexerOptions } from './options.js';
-export { CUT_MIN_TOKENS } from './first-block-gate.js';
+export { CUT_MIN_TOKENS } from './cut-gate.js';
 
 /** Keep-warm's lookup before any request: one block (any value: a match is harmless, nothing records it). */
 const PRIME = BigUint64Array.of(0x6b76_696e_6465_7821n);
@@ -53,9 +53,11 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
   /** Lookups made, for keep-warm: a tick after a lookup does not prime. */
   #lookups = 0;
   #firstBlockMisses = 0;
-  /** A tokens lookup's first block hash (`#cutShort`), reused. */
+  #prefixAnswers = 0;
+  /** A tokens lookup's first block hash (`#tokensLookup`), reused. */
   readonly #first = new BigUint64Array(1);
-  readonly #gate = new FirstBlockGate();
+  readonly #gate = new CutGate();
+  readonly #prefixGate = new CutGate(PREFIX_MIN_SHARE);
   /**
    * The latest lookup's hashes (a reference, kept for keep-warm only: a prime reads what the
    * array holds then, whatever the caller did with it since, which at worst primes another path).
@@ -270,10 +272,10 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
    * and multimodal hashes, as `computeBlockHashes`), then `findMatches`.
    */
   findMatchesForTokens(tokens: Uint32Array | readonly number[], options?: BlockHashOptions): Promise<OverlapScores> {
-    if (this.#cutShort(tokens, options, false)) return Promise.resolve(noMatch());
-    const hashes = computeBlockHashes(tokens, this.#blockSize, options);
-    this.#saw(hashes);
-    return this.#engine.findMatches(hashes);
+    const found = this.#tokensLookup(tokens, options, false);
+    if (!(found instanceof BigUint64Array)) return Promise.resolve(found);
+    this.#saw(found);
+    return this.#engine.findMatches(found);
   }
 
   /** See `Engine.firstBlock` (long tokens lookups use it to skip hashing: `firstBlockMisses`). */
@@ -281,46 +283,90 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
     return this.#engine.firstBlock(first, wait);
   }
 
+  /** See `Engine.findMatchesNow` (long tokens lookups use it for their prefix: `prefixAnswers`). */
+  findMatchesNow(hashes: BigUint64Array, wait: boolean): OverlapScores | null {
+    return this.#engine.findMatchesNow(hashes, wait);
+  }
+
   /**
    * Tokens lookups whose first block no worker holds at the start of a sequence, answered
-   * (no scores) after hashing that block alone: see `#cutShort`.
+   * (no scores) after hashing that block alone: see `#tokensLookup`.
    */
   get firstBlockMisses(): number {
     return this.#firstBlockMisses;
   }
 
   /**
-   * A tokens lookup of at least `CUT_MIN_TOKENS` tokens (a `Uint32Array`, two blocks or more)
-   * may hash its first block alone first and stop there when no worker holds it at the start of
-   * a sequence (`Engine.firstBlock`): nothing can score, so the rest of the tokens are never
-   * hashed. Why: a router's lookups often match nothing (70 % of the synthetic workload's), and
-   * hashing is most of such a lookup: an 8,192-token prompt (128 blocks of 64) that matched
-   * nothing cost ~4.4 us through `findMatchesForTokensSync`, and 0.3-0.4 us cut short here (dev
-   * VM, shards 0 and 2, the lookup bench's tokens rows). A prompt that matches pays the check on
-   * top (first-block-gate.ts: how much, when the indexer checks, and why the length). Not for an array of numbers: every token is checked as
-   * it is staged (a bad one throws, in the ignored partial block too), which costs more than the
-   * hashing saved. The first block is hashed with the call's options, which are checked whole,
-   * as the full hashing checks them. A lookup answered here counts as a lookup for keep-warm but
-   * does not become the request keep-warm primes: its path is one root probe, the previous
-   * request's is worth keeping warm. With `wait` false (the async call) and read-your-writes, a
-   * shard that has not caught up after a short spin leaves the question open: the lookup then
-   * hashes everything and goes the usual way.
+   * Tokens lookups answered from a prefix of `PREFIX_BLOCKS` blocks, the rest of the prompt
+   * never hashed: see `#tokensLookup`.
    */
-  #cutShort(tokens: Uint32Array | readonly number[], options: BlockHashOptions | undefined, wait: boolean): boolean {
+  get prefixAnswers(): number {
+    return this.#prefixAnswers;
+  }
+
+  /**
+   * A tokens lookup's answer when a cut settles it, else every block's hash (for the caller to
+   * look up). Why: hashing is most of a long prompt's lookup (an 8,192-token prompt, 128 blocks
+   * of 64: ~4 of ~4.4 us through `findMatchesForTokensSync`, dev VM), and a router's prompts
+   * often match nothing (70 % of the synthetic workload's) or only a shared system prompt (the
+   * conversation workload: median 6 blocks matched of 80). A prompt of at least
+   * `CUT_MIN_TOKENS` tokens (a `Uint32Array`, two blocks or more) may try two cuts, each behind
+   * its gate (cut-gate.ts: what a try costs when it does not cut, and when the indexer tries):
+   * - its first block hashed alone: when no worker holds it at the start of a sequence
+   *   (`Engine.firstBlock`), nothing can score, and the lookup answers no match;
+   * - then, for a prompt of `2 * PREFIX_BLOCKS` blocks or more, its first `PREFIX_BLOCKS`
+   *   blocks hashed and looked up: when every score is below `PREFIX_BLOCKS`, that is the
+   *   answer. Exact, because a worker's score is its run of leading blocks without a gap
+   *   (tree/walk.ts): the prefix's score is min(score, PREFIX_BLOCKS), so a score under it is
+   *   the whole prompt's. Otherwise the rest is hashed (the prefix's hashes kept) and the
+   *   caller looks up the whole prompt.
+   * Not for an array of numbers: every token is checked as it is staged (a bad one throws, in
+   * the ignored partial block too), which costs more than the hashing saved. The options are
+   * checked whole, as the full hashing checks them. With `wait` false (the async call) and
+   * read-your-writes, a shard that has not caught up after a short spin leaves a cut untried:
+   * the lookup then hashes everything and goes the usual way. A lookup cut at its first block
+   * counts for keep-warm but does not become the request keep-warm primes (its path is one
+   * root probe; the previous request's is worth keeping warm); one answered from its prefix
+   * does, with the prefix.
+   */
+  #tokensLookup(tokens: Uint32Array | readonly number[], options: BlockHashOptions | undefined, wait: boolean): OverlapScores | BigUint64Array {
     const bs = this.#blockSize;
-    if (!(tokens instanceof Uint32Array) || tokens.length < CUT_MIN_TOKENS || tokens.length < 2 * bs) return false;
-    if (!this.#gate.shouldCheck()) return false;
-    const first = this.#first;
-    firstBlockHashInto(tokens, bs, options, first);
-    const found = this.#engine.firstBlock(first, wait);
-    if (found === FirstBlock.Unknown) return false;
-    this.#gate.note(found === FirstBlock.Unheld);
-    if (found === FirstBlock.Held) return false;
-    this.#firstBlockMisses++;
-    this.#lookups++;
-    const kw = this.#keepWarm;
-    if (kw !== null && !kw.armed) kw.wake();
-    return true;
+    if (!(tokens instanceof Uint32Array) || tokens.length < CUT_MIN_TOKENS || tokens.length < 2 * bs) {
+      return computeBlockHashes(tokens, bs, options);
+    }
+    if (this.#gate.shouldCheck()) {
+      const first = this.#first;
+      firstBlockHashInto(tokens, bs, options, first);
+      const found = this.#engine.firstBlock(first, wait);
+      if (found === FirstBlock.Unknown) return computeBlockHashes(tokens, bs, options);
+      this.#gate.note(found === FirstBlock.Unheld);
+      if (found === FirstBlock.Unheld) {
+        this.#firstBlockMisses++;
+        this.#lookups++;
+        const kw = this.#keepWarm;
+        if (kw !== null && !kw.armed) kw.wake();
+        return noMatch();
+      }
+    }
+    const blocks = Math.floor(tokens.length / bs);
+    if (blocks < 2 * PREFIX_BLOCKS || !this.#prefixGate.shouldCheck()) return computeBlockHashes(tokens, bs, options);
+    const hashes = new BigUint64Array(blocks);
+    blockHashesInto(tokens, bs, options, 0, PREFIX_BLOCKS, hashes);
+    const prefix = hashes.subarray(0, PREFIX_BLOCKS);
+    const found = this.#engine.findMatchesNow(prefix, wait);
+    if (found !== null) {
+      let best = 0;
+      for (const score of found.scores.values()) if (score > best) best = score;
+      const settled = best < PREFIX_BLOCKS;
+      this.#prefixGate.note(settled);
+      if (settled) {
+        this.#prefixAnswers++;
+        this.#saw(prefix);
+        return found;
+      }
+    }
+    blockHashesInto(tokens, bs, options, PREFIX_BLOCKS, blocks, hashes);
+    return hashes;
   }
 
   /**
@@ -346,10 +392,10 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
 
   /** `findMatchesForTokens`, synchronously, on the calling thread. */
   findMatchesForTokensSync(tokens: Uint32Array | readonly number[], options?: BlockHashOptions): OverlapScores {
-    if (this.#cutShort(tokens, options, true)) return noMatch();
-    const hashes = computeBlockHashes(tokens, this.#blockSize, options);
-    this.#saw(hashes);
-    return this.#engine.findMatchesSync(hashes);
+    const found = this.#tokensLookup(tokens, options, true);
+    if (!(found instanceof BigUint64Array)) return found;
+    this.#saw(found);
+    return this.#engine.findMatchesSync(found);
   }
 
   /** Drops the worker everywhere; a returning worker is assigned a shard afresh. */

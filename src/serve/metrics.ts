@@ -36,6 +36,7 @@ import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
 import type { KvRouteService } from '../nats/route-service.js';
 import type { KvEventSubscriber } from '../nats/subscriber.js';
 import { registerRouteMetrics } from './route-metrics.js';
+import { PREFIX_BLOCKS } from '../indexer/cut-gate.js';
 
 export interface ServeMetricsOptions {
   subscriber: KvEventSubscriber;
@@ -222,7 +223,7 @@ export class ServeMetrics {
       const p = ix.readsPastWriter;
       return [['answered', p.answered], ['waited', p.waited]];
     });
-    counter('kvindex_tokens_lookups_cut_short_total', 'Tokens lookups answered after hashing their first block alone: no worker held it', () => ix.firstBlockMisses);
+    counter('kvindex_tokens_lookups_cut_short_total', `Tokens lookups answered before every block was hashed: no worker held the first block, or every score was below the first ${PREFIX_BLOCKS} blocks looked up first`, () => ix.firstBlockMisses + ix.prefixAnswers);
     counter('kvindex_keep_warm_primes_total', 'Keep-warm lookups made while no request came (--keep-warm-ms, default 1 ms)', () => ix.keepWarmPrimes);
     counter('kvindex_missed_stream_seqs_total', 'Stream sequences gone before this router read them (purged, expired, deleted)', () => sub.stats().missedSeqs);
     counter('kvindex_lost_deliveries_total', 'Deliveries lost in transit (each recreated the consumer)', () => sub.stats().lostDeliveries);

@@ -30,6 +30,7 @@ import type { EngineRegistry, ListenerEntry } from '../http/engine-registry.js';
 import { registerRouteMetrics, type RouterSeries } from './route-metrics.js';
 import { SourceState } from '../zmq/source.js';
 import type { ZmqSourceStats } from '../zmq/source-stats.js';
+import { PREFIX_BLOCKS } from '../indexer/cut-gate.js';
 
 const LISTENER_LABELS = ['instance_id', 'dp_rank', 'model', 'tenant'] as const;
 type ListenerLabel = (typeof LISTENER_LABELS)[number];
@@ -104,7 +105,7 @@ export class ZmqServeMetrics {
     });
     new Counter({
       name: 'kvindex_tokens_lookups_cut_short_total',
-      help: '/query lookups answered after hashing their first block alone: no worker held it',
+      help: `/query lookups answered before every block was hashed: no worker held the first block, or every score was below the first ${PREFIX_BLOCKS} blocks looked up first`,
       labelNames: ['model', 'tenant'] as const,
       registers: [reg],
       collect() {

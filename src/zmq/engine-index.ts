@@ -12,8 +12,8 @@
  * it incomplete) until it is whole again.
  */
 
-import { computeBlockHashes, firstBlockHashInto, type BlockHashOptions } from '../hash/block-hash.js';
-import { CUT_MIN_TOKENS, FirstBlockGate } from '../indexer/first-block-gate.js';
+import { blockHashesInto, computeBlockHashes, firstBlockHashInto, type BlockHashOptions } from '../hash/block-hash.js';
+import { CUT_MIN_TOKENS, CutGate, PREFIX_BLOCKS, PREFIX_MIN_SHARE } from '../indexer/cut-gate.js';
 import type { ApplyStatus, KvCacheEventData, RouterEvent } from '../protocol/types.js';
 import { createMatchResult, type MatchResult } from '../tree/match-result.js';
 import { RadixTree } from '../tree/radix-tree.js';
@@ -51,9 +51,13 @@ export class EngineIndex {
   // Scratch of findMatchesInto (reused).
   readonly #scratch = createMatchResult();
   readonly #best = new Map<bigint, number>();
-  readonly #gate = new FirstBlockGate();
+  readonly #gate = new CutGate();
+  readonly #prefixGate = new CutGate(PREFIX_MIN_SHARE);
   readonly #first = new BigUint64Array(1);
-  /** `queryTokens` answers given after the first block alone (no tree held it). */
+  /**
+   * `queryTokens` answers given before every block was hashed: after the first block alone (no
+   * tree held it), or from the first `PREFIX_BLOCKS` blocks (every score below that).
+   */
   cutShort = 0;
 
   constructor(options: EngineIndexOptions) {
@@ -169,15 +173,20 @@ export class EngineIndex {
 
   /**
    * `query` for a request's tokens, hashed with `options` (its block identity). A `Uint32Array`
-   * of `CUT_MIN_TOKENS` or more hashes its first block alone first, while the gate says so
-   * (first-block-gate.ts), and answers nothing there when no tree of any tier or rank holds it
-   * at the start of a sequence: the rest is never hashed (the indexer's tokens lookups do the
-   * same: src/indexer/sharded-indexer.ts `#cutShort`, with the measurements). Not with
-   * `expirationMs`: the lookup records the frequency trail.
+   * of `CUT_MIN_TOKENS` or more may stop before hashing every block, each cut behind its gate
+   * (cut-gate.ts), as the indexer's tokens lookups do (src/indexer/sharded-indexer.ts
+   * `#tokensLookup`, with the measurements): its first block hashed alone, answering nothing
+   * when no tree of any tier or rank holds it at the start of a sequence; then its first
+   * `PREFIX_BLOCKS` blocks queried, answering that when every score of every tier and rank is
+   * below `PREFIX_BLOCKS` (a score is a run of leading blocks, so it is the whole prompt's; the
+   * tree sizes are the workers'). Not with `expirationMs`: the lookup records the frequency trail.
    */
   queryTokens(tokens: Uint32Array, options: BlockHashOptions): EngineScores {
     const bs = this.blockSize;
-    if (this.#expirationMs === undefined && tokens.length >= CUT_MIN_TOKENS && tokens.length >= 2 * bs && this.#gate.shouldCheck()) {
+    if (this.#expirationMs !== undefined || tokens.length < CUT_MIN_TOKENS || tokens.length < 2 * bs) {
+      return this.query(computeBlockHashes(tokens, bs, options));
+    }
+    if (this.#gate.shouldCheck()) {
       firstBlockHashInto(tokens, bs, options, this.#first);
       const unheld = this.#firstBlockUnheld(this.#first);
       this.#gate.note(unheld);
@@ -186,7 +195,19 @@ export class EngineIndex {
         return { scores: new Map(), frequencies: [], treeSizes: new Map(), lowerTiers: new Map() };
       }
     }
-    return this.query(computeBlockHashes(tokens, bs, options));
+    const blocks = Math.floor(tokens.length / bs);
+    if (blocks < 2 * PREFIX_BLOCKS || !this.#prefixGate.shouldCheck()) return this.query(computeBlockHashes(tokens, bs, options));
+    const hashes = new BigUint64Array(blocks);
+    blockHashesInto(tokens, bs, options, 0, PREFIX_BLOCKS, hashes);
+    const found = this.query(hashes.subarray(0, PREFIX_BLOCKS));
+    const settled = deepest(found.scores) < PREFIX_BLOCKS && [...found.lowerTiers.values()].every((m) => deepest(m) < PREFIX_BLOCKS);
+    this.#prefixGate.note(settled);
+    if (settled) {
+      this.cutShort++;
+      return found;
+    }
+    blockHashesInto(tokens, bs, options, PREFIX_BLOCKS, blocks, hashes);
+    return this.query(hashes);
   }
 
   /** Whether no tree (any tier, any rank) holds `first[0]` as a sequence's first block. */
@@ -248,6 +269,13 @@ export class EngineIndex {
     }
     return out;
   }
+}
+
+/** The largest score in a worker -> rank -> score map (0 when empty). */
+function deepest(m: RankMap): number {
+  let best = 0;
+  for (const ranks of m.values()) for (const v of ranks.values()) if (v > best) best = v;
+  return best;
 }
 
 function put(m: RankMap, worker: bigint, rank: number, value: number): void {

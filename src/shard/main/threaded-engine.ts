@@ -251,6 +251,17 @@ export class ThreadedEngine {
     return this.readAll(words, 1, false, this.probe) === 0 ? FirstBlock.Unheld : FirstBlock.Held;
   }
 
+  findMatchesNow(hashes: BigUint64Array, wait: boolean): OverlapScores | null {
+    this.check();
+    if (this.frequencyTrail) return null;
+    const words = this.words.copyWords(hashes);
+    if (this.readYourWrites) {
+      if (wait) this.catchUp(CATCH_UP_LIMIT_MS, true);
+      else if (!this.catchUp(CATCH_UP_SPIN_MS, false)) return null;
+    }
+    return this.readAllScores(words, hashes.length);
+  }
+
   /** A synchronous lookup's hashes as words, once (read-your-writes) the shards caught up. */
   private syncWords(hashes: BigUint64Array | readonly bigint[]): Uint32Array {
     this.check();
