@@ -15,12 +15,15 @@
  * Every row reports p50, p99, p99.9 and max, in microseconds (performance.now() around each
  * call: its own ~0.05 us is included).
  */
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { PerformanceObserver } from 'node:perf_hooks';
 import { getHeapSpaceStatistics } from 'node:v8';
 import { LINGER_MS } from '../src/indexer/keep-warm.js';
 import { DEFAULT_KEEP_WARM_MS } from '../src/indexer/options.js';
 import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import { createMatchResult, type MatchResult } from '../src/tree/match-result.js';
+import { conversationPrompts } from './hash/conversation-prompts.js';
 import { RoundTrip } from './reference/round-trip.js';
 import { tokensRows } from './tokens-lookup.js';
 import { concatLatencies, gc, latencyStats, quiesce, table, type SuiteOptions, type SuiteResult } from './suite.js';
@@ -368,7 +371,10 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   heap.push({ shards: '-', calls: 'baseline: an empty function, same loop', ...(await heapGrowth(3, (i) => noop(seqs[i % seqs.length]!, result))) });
   heap.push({ shards: '-', calls: 'control: one small object per call', ...(await heapGrowth(3, allocating)) });
   // Lookups by tokens that match nothing (tokens-lookup.ts), on the same indexers.
-  const tokens = await tokensRows(sides.filter((x) => x.shards !== 1), opts.quick);
+  // The trace's own prompts need the whole workload (quick runs load a part of it).
+  const trace = resolve(opts.shared, 'traces/conversation_trace.jsonl');
+  const conversation = opts.quick || !existsSync(trace) ? null : await conversationPrompts(trace, conv, 8192, Infinity);
+  const tokens = await tokensRows(sides.filter((x) => x.shards !== 1), opts.quick, conversation);
   for (const { ix, floor } of sides) {
     await floor?.close();
     await ix.close();

@@ -76,45 +76,52 @@ async function hold(ix: ShardedIndexer, set: Uint32Array[], held: number): Promi
   await ix.flush();
 }
 
-export async function tokensRows(sides: ReadonlyArray<{ shards: number; ix: ShardedIndexer }>, quick: boolean): Promise<{ rows: Row[]; markdown: string }> {
+/**
+ * `conversation`: the conversation trace's prompts of 8,192 tokens or more, cut to 8,192
+ * (bench/hash/conversation-prompts.ts), measured last; null: no such rows.
+ */
+export async function tokensRows(
+  sides: ReadonlyArray<{ shards: number; ix: ShardedIndexer }>,
+  quick: boolean,
+  conversation: Uint32Array[] | null,
+): Promise<{ rows: Row[]; markdown: string }> {
   const n = quick ? 3_000 : 20_000;
   const rounds = 3;
   const rows: Row[] = [];
   const notes: string[] = [];
-  for (const held of HELD) {
-    for (const tokens of [1_024, 8_192]) {
-      const set = prompts(tokens, tokens + held);
-      for (const { shards, ix } of sides) {
-        if (held > 0) await hold(ix, set, held);
-        // Every prompt must match as its set says, or the rows would compare different lookups.
-        const matched = set.filter((p) => ix.findMatchesSync(computeBlockHashes(p, BLOCK_SIZE)).scores.size > 0).length;
-        const eager: Float64Array[] = [];
-        const lazy: Float64Array[] = [];
-        const cut0 = ix.firstBlockMisses;
-        const prefix0 = ix.prefixAnswers;
-        for (let round = 0; round < rounds; round++) {
-          await quiesce(50);
-          const [e, l] = timePairs(
-            n,
-            (i) => ix.findMatchesSync(computeBlockHashes(set[i % PROMPTS]!, BLOCK_SIZE)),
-            (i) => ix.findMatchesForTokensSync(set[i % PROMPTS]!),
-          );
-          eager.push(e);
-          lazy.push(l);
-        }
-        const cut = ix.firstBlockMisses - cut0;
-        const prefixCut = ix.prefixAnswers - prefix0;
-        const e = stats(concatLatencies(eager));
-        const l = stats(concatLatencies(lazy));
-        const prompt = held > 0 ? `first ${held} blocks held` : 'no match';
-        rows.push({ shards, tokens, prompts: prompt, lookup: 'hash every block, then findMatchesSync (the call before)', ...e });
-        rows.push({ shards, tokens, prompts: prompt, lookup: 'findMatchesForTokensSync (first block, then prefix)', ...l });
-        notes.push(
-          `shards ${shards}, ${tokens.toLocaleString('en-US')} tokens, ${prompt}: p50 ${r2((l['p50 us'] as number) / (e['p50 us'] as number))}x the call before ` +
-            `(of ${(rounds * (n + 1000)).toLocaleString('en-US')} calls, untimed ones included: ${cut.toLocaleString('en-US')} cut at the first block, ` +
-            `${prefixCut.toLocaleString('en-US')} answered from the prefix; prompts matching: ${matched} of ${PROMPTS})`,
+  const sets: Array<[number, number, Uint32Array[]]> = HELD.flatMap((held) => [1_024, 8_192].map((tokens): [number, number, Uint32Array[]] => [held, tokens, prompts(tokens, tokens + held)]));
+  if (conversation !== null) sets.push([-1, 8_192, conversation]);
+  for (const [held, tokens, set] of sets) {
+    for (const { shards, ix } of sides) {
+      if (held > 0) await hold(ix, set, held);
+      // Every prompt must match as its set says, or the rows would compare different lookups.
+      const matched = set.filter((p) => ix.findMatchesSync(computeBlockHashes(p, BLOCK_SIZE)).scores.size > 0).length;
+      const eager: Float64Array[] = [];
+      const lazy: Float64Array[] = [];
+      const cut0 = ix.firstBlockMisses;
+      const prefix0 = ix.prefixAnswers;
+      for (let round = 0; round < rounds; round++) {
+        await quiesce(50);
+        const [e, l] = timePairs(
+          n,
+          (i) => ix.findMatchesSync(computeBlockHashes(set[i % set.length]!, BLOCK_SIZE)),
+          (i) => ix.findMatchesForTokensSync(set[i % set.length]!),
         );
+        eager.push(e);
+        lazy.push(l);
       }
+      const cut = ix.firstBlockMisses - cut0;
+      const prefixCut = ix.prefixAnswers - prefix0;
+      const e = stats(concatLatencies(eager));
+      const l = stats(concatLatencies(lazy));
+      const prompt = held < 0 ? `conversation trace (${set.length.toLocaleString('en-US')} prompts)` : held > 0 ? `first ${held} blocks held` : 'no match';
+      rows.push({ shards, tokens, prompts: prompt, lookup: 'hash every block, then findMatchesSync (the call before)', ...e });
+      rows.push({ shards, tokens, prompts: prompt, lookup: 'findMatchesForTokensSync (first block, then prefix)', ...l });
+      notes.push(
+        `shards ${shards}, ${tokens.toLocaleString('en-US')} tokens, ${prompt}: p50 ${r2((l['p50 us'] as number) / (e['p50 us'] as number))}x the call before ` +
+          `(of ${(rounds * (n + 1000)).toLocaleString('en-US')} calls, untimed ones included: ${cut.toLocaleString('en-US')} cut at the first block, ` +
+          `${prefixCut.toLocaleString('en-US')} answered from the prefix; prompts matching: ${matched} of ${set.length})`,
+      );
     }
   }
   const markdown =
@@ -125,8 +132,13 @@ export async function tokensRows(sides: ReadonlyArray<{ shards: number; ix: Shar
     '(src/indexer/sharded-indexer.ts); each cut is tried while recent tries often cut, else on one long lookup in ' +
     `${SAMPLE} (src/indexer/cut-gate.ts). The other row is what the call did before: hash every block, then look them up. ` +
     `Prompts that match nothing, then prompts whose first ${HELD[1]} blocks one worker holds, then prompts whose first ${HELD[2]} it holds ` +
-    '(stored for these rows), in that order: by the last rows the tries have found the first block held and the prefix not enough often ' +
+    '(stored for these rows), in that order: by the deep rows the tries have found the first block held and the prefix not enough often ' +
     'enough that both gates are closed, so those rows show what a router whose requests match deep pays. The 1,024-token rows are under ' +
-    `the length that tries: the same work on both. ${notes.join('; ')}.\n\n${table(rows)}`;
+    'the length that tries: the same work on both. ' +
+    (conversation === null
+      ? ''
+      : 'Last, real prompts: the conversation trace\'s requests of 8,192 tokens or more, their first 8,192 tokens (bench/hash/conversation-prompts.ts: ' +
+        'they hash to the workload\'s own sequences), looked up on its final tree as it stands, gates as the deep rows left them. ') +
+    `${notes.join('; ')}.\n\n${table(rows)}`;
   return { rows, markdown };
 }
