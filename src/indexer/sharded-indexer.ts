@@ -334,7 +334,8 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
     if (!(tokens instanceof Uint32Array) || tokens.length < CUT_MIN_TOKENS || tokens.length < 2 * bs) {
       return computeBlockHashes(tokens, bs, options);
     }
-    if (this.#gate.shouldCheck()) {
+    const checked = this.#gate.shouldCheck();
+    if (checked) {
       const first = this.#first;
       firstBlockHashInto(tokens, bs, options, first);
       const found = this.#engine.firstBlock(first, wait);
@@ -351,7 +352,9 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
     const blocks = Math.floor(tokens.length / bs);
     if (blocks < 2 * PREFIX_BLOCKS || !this.#prefixGate.shouldCheck()) return computeBlockHashes(tokens, bs, options);
     const hashes = new BigUint64Array(blocks);
-    blockHashesInto(tokens, bs, options, 0, PREFIX_BLOCKS, hashes);
+    // The first block's hash, when the check made it, is not made again.
+    if (checked) hashes[0] = this.#first[0]!;
+    blockHashesInto(tokens, bs, options, checked ? 1 : 0, PREFIX_BLOCKS, hashes);
     const prefix = hashes.subarray(0, PREFIX_BLOCKS);
     const found = this.#engine.findMatchesNow(prefix, wait);
     if (found !== null) {

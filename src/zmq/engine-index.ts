@@ -186,7 +186,8 @@ export class EngineIndex {
     if (this.#expirationMs !== undefined || tokens.length < CUT_MIN_TOKENS || tokens.length < 2 * bs) {
       return this.query(computeBlockHashes(tokens, bs, options));
     }
-    if (this.#gate.shouldCheck()) {
+    const checked = this.#gate.shouldCheck();
+    if (checked) {
       firstBlockHashInto(tokens, bs, options, this.#first);
       const unheld = this.#firstBlockUnheld(this.#first);
       this.#gate.note(unheld);
@@ -198,7 +199,9 @@ export class EngineIndex {
     const blocks = Math.floor(tokens.length / bs);
     if (blocks < 2 * PREFIX_BLOCKS || !this.#prefixGate.shouldCheck()) return this.query(computeBlockHashes(tokens, bs, options));
     const hashes = new BigUint64Array(blocks);
-    blockHashesInto(tokens, bs, options, 0, PREFIX_BLOCKS, hashes);
+    // The first block's hash, when the check made it, is not made again.
+    if (checked) hashes[0] = this.#first[0]!;
+    blockHashesInto(tokens, bs, options, checked ? 1 : 0, PREFIX_BLOCKS, hashes);
     const found = this.query(hashes.subarray(0, PREFIX_BLOCKS));
     const settled = deepest(found.scores) < PREFIX_BLOCKS && [...found.lowerTiers.values()].every((m) => deepest(m) < PREFIX_BLOCKS);
     this.#prefixGate.note(settled);
