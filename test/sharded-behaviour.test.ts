@@ -231,6 +231,20 @@ describe('ShardedIndexer faults', () => {
     expect(ix.liveThreads).toBe(0);
   });
 
+  it('once a sync lookup sees a shard failed, the next call throws too, before the shard\'s message arrives', async () => {
+    const { ix } = await createFaultyIndexer({ shards: 2, blockSize: 4 }, { failOnWorker: W2 });
+    open.push(ix);
+    ix.applyEvent(chain(W1, 2)); // shard 0
+    ix.applyEvent(chain(W2, 2, 1n)); // shard 1: fails there
+    // Synchronous from here on: the shard's 'fatal' message cannot be delivered in between, so
+    // only the shared failed flag the lookup saw can make the next calls fail.
+    expect(() => ix.findMatchesSync(toks(2))).toThrow(/shard 1/);
+    expect(() => ix.applyEvent(chain(W1, 1))).toThrow(/shard 1/);
+    expect(() => ix.findMatchesSync(toks(2))).toThrow(/shard 1/);
+    await expect(ix.dumpEvents()).rejects.toThrow(/shard 1/);
+    await ix.close();
+  });
+
   it('a shard thread that dies fails every call fast and close still returns', async () => {
     const { ix, kill } = await createFaultyIndexer({ shards: 2, blockSize: 4 });
     open.push(ix);

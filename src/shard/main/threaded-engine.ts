@@ -102,6 +102,8 @@ export class ThreadedEngine {
   private inFlight = 0;
   private draining = false;
   private failure: KvIndexError | null = null;
+  /** `failure` was made from a shard's shared failed flag; its own message is still on the way. */
+  private failureFromFlag = false;
   private closed = false;
 
   private constructor(options: ThreadedEngineOptions, board: ReplyBoard, threads: ThreadShard[], private readonly report: (...r: EngineReport) => void) {
@@ -353,8 +355,16 @@ export class ThreadedEngine {
     return true;
   }
 
+  /**
+   * A shard's shared failed flag is seen before its `fatal` message arrives: the indexer fails
+   * from here on, not only this call (a later `applyEvent` must throw too, whichever comes first).
+   */
   private shardFailure(i: number): KvIndexError {
-    return this.failure ?? new KvIndexError(ErrorCode.ShardFailed, `shard ${i}: failed while applying events`);
+    if (this.failure === null) {
+      this.failure = new KvIndexError(ErrorCode.ShardFailed, `shard ${i}: failed while applying events`);
+      this.failureFromFlag = true;
+    }
+    return this.failure;
   }
 
   /** The lookup as a request to every shard, ordered in their outboxes (board or ports). */
@@ -526,7 +536,9 @@ export class ThreadedEngine {
   }
 
   private onShardFailed(err: KvIndexError): void {
-    if (this.failure === null) this.failure = err;
+    // The shard's own message names the cause: it replaces the one made from the flag.
+    if (this.failure === null || this.failureFromFlag) this.failure = err;
+    this.failureFromFlag = false;
     this.board.wakeAll();
     this.logger?.error({ code: err.code }, err.message);
     this.report('shardFailed', err);
