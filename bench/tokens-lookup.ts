@@ -1,7 +1,7 @@
 /**
  * Lookups by tokens (lookup suite): `findMatchesForTokensSync`, which from `CUT_MIN_TOKENS` tokens
  * on may stop after hashing the first block (no worker holds it) or the first `PREFIX_BLOCKS`
- * blocks (every score below that: sharded-indexer.ts), beside what the call did before, in the
+ * blocks (every score below that: tokens-cut.ts), beside what the call did before, in the
  * same rounds: hash every block, then `findMatchesSync`. Prompts of random tokens, 1,024 and
  * 8,192 tokens (16 and 128 blocks of 64), on the indexers the suite loaded (the conversation
  * workload's final tree): prompts that match nothing, where the first block saves the rest;
@@ -129,7 +129,7 @@ export async function tokensRows(
     `(keep-warm off), 3 rounds, the two calls interleaved call by call on the same prompt (which goes first alternates). From ${CUT_MIN_TOKENS.toLocaleString('en-US')} tokens on, ` +
     '`findMatchesForTokensSync` hashes the first block alone and stops when no worker holds it at the start of a sequence, then ' +
     `(prompts of ${2 * PREFIX_BLOCKS} blocks or more) hashes and looks up the first ${PREFIX_BLOCKS} blocks and stops when every score is below ${PREFIX_BLOCKS} ` +
-    '(src/indexer/sharded-indexer.ts); each cut is tried while recent tries often cut, else on one long lookup in ' +
+    '(src/indexer/tokens-cut.ts); each cut is tried while recent tries often cut, else on one long lookup in ' +
     `${SAMPLE} (src/indexer/cut-gate.ts). The other row is what the call did before: hash every block, then look them up. ` +
     `Prompts that match nothing, then prompts whose first ${HELD[1]} blocks one worker holds, then prompts whose first ${HELD[2]} it holds ` +
     '(stored for these rows), in that order: by the deep rows the tries have found the first block held and the prefix not enough often ' +

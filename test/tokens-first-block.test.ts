@@ -8,7 +8,7 @@ import type { RouterEvent } from '../src/protocol/types.js';
 import { sortedEntries, storedTokens, tokenRange } from './support/token-events.js';
 
 // Tokens lookups of CUT_MIN_TOKENS or more hash their first block alone first and stop when no
-// worker holds it at the start of a sequence (sharded-indexer.ts `#tokensLookup`), while the recent
+// worker holds it at the start of a sequence (src/indexer/tokens-cut.ts), while the recent
 // checks found unheld first blocks often enough (cut-gate.ts). What must hold: every answer
 // equals hashing everything and looking the hashes up; the shortcut is taken exactly when
 // nothing can score; and with read-your-writes it never answers from a state older than the

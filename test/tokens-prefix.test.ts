@@ -8,7 +8,7 @@ import type { RouterEvent } from '../src/protocol/types.js';
 import { sortedEntries, storedTokens, tokenRange } from './support/token-events.js';
 
 // Long tokens lookups look up their first PREFIX_BLOCKS blocks first and answer from them when
-// every score is below PREFIX_BLOCKS (sharded-indexer.ts `#tokensLookup`): the rest of the
+// every score is below PREFIX_BLOCKS (src/indexer/tokens-cut.ts): the rest of the
 // prompt is never hashed. What must hold: every answer equals hashing everything and looking the
 // hashes up; a worker that holds the whole prefix is never cut at PREFIX_BLOCKS (its score is
 // the whole prompt's); multimodal hashes beyond the prefix stay with their block; and with

@@ -14,17 +14,17 @@
  */
 import { EventEmitter } from 'node:events';
 import { ErrorCode, KvIndexError } from '../errors.js';
-import { blockHashesInto, computeBlockHashes, firstBlockHashInto, type BlockHashOptions } from '../hash/block-hash.js';
+import type { BlockHashOptions } from '../hash/block-hash.js';
 import type { OverlapScores, RouterEvent, SnapshotEncoding } from '../protocol/types.js';
 import { ThreadedEngine, type EngineReport } from '../shard/main/threaded-engine.js';
 import type { ShardThreadSpec } from '../shard/main/thread-shard.js';
 import type { ShardStats } from '../shard/wire/messages.js';
 import { createMatchResult, type MatchResult } from '../tree/match-result.js';
-import { CUT_MIN_TOKENS, CutGate, PREFIX_BLOCKS, PREFIX_MIN_SHARE } from './cut-gate.js';
 import { FirstBlock, type Engine, type Indexer, type IndexerEvents, type ReadsPastWriter } from './indexer.js';
 import { KeepWarm } from './keep-warm.js';
 import { LocalEngine } from './local-engine.js';
 import { checkOptions, keepWarmPeriod, shardWorkerFile, type ShardedIndexerOptions } from './options.js';
+import { FIRST_UNHELD, TokensCut, type CutProbes } from './tokens-cut.js';
 
 export type { ShardedIndexerOptions } from './options.js';
 export { CUT_MIN_TOKENS } from './cut-gate.js';
@@ -52,12 +52,10 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
   readonly #engine: Engine;
   /** Lookups made, for keep-warm: a tick after a lookup does not prime. */
   #lookups = 0;
-  #firstBlockMisses = 0;
-  #prefixAnswers = 0;
-  /** A tokens lookup's first block hash (`#tokensLookup`), reused. */
-  readonly #first = new BigUint64Array(1);
-  readonly #gate = new CutGate();
-  readonly #prefixGate = new CutGate(PREFIX_MIN_SHARE);
+  /** Long tokens lookups' cuts (`#tokensLookup`), asked through the engine, waiting or not. */
+  readonly #cut = new TokensCut();
+  readonly #probesWait = this.#probes(true);
+  readonly #probesNow = this.#probes(false);
   /**
    * The latest lookup's hashes (a reference, kept for keep-warm only: a prime reads what the
    * array holds then, whatever the caller did with it since, which at worst primes another path).
@@ -293,7 +291,7 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
    * (no scores) after hashing that block alone: see `#tokensLookup`.
    */
   get firstBlockMisses(): number {
-    return this.#firstBlockMisses;
+    return this.#cut.firstBlockMisses;
   }
 
   /**
@@ -301,75 +299,44 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
    * never hashed: see `#tokensLookup`.
    */
   get prefixAnswers(): number {
-    return this.#prefixAnswers;
+    return this.#cut.prefixAnswers;
   }
 
   /**
    * A tokens lookup's answer when a cut settles it, else every block's hash (for the caller to
-   * look up). Why: hashing is most of a long prompt's lookup (an 8,192-token prompt, 128 blocks
-   * of 64: ~4 of ~4.4 us through `findMatchesForTokensSync`, dev VM), and a router's prompts
-   * often match nothing (70 % of the synthetic workload's) or only a shared system prompt (the
-   * conversation workload: median 6 blocks matched of 80). A prompt of at least
-   * `CUT_MIN_TOKENS` tokens (a `Uint32Array`, two blocks or more) may try two cuts, each behind
-   * its gate (cut-gate.ts: what a try costs when it does not cut, and when the indexer tries):
-   * - its first block hashed alone: when no worker holds it at the start of a sequence
-   *   (`Engine.firstBlock`), nothing can score, and the lookup answers no match;
-   * - then, for a prompt of `2 * PREFIX_BLOCKS` blocks or more, its first `PREFIX_BLOCKS`
-   *   blocks hashed and looked up: when every score is below `PREFIX_BLOCKS`, that is the
-   *   answer. Exact, because a worker's score is its run of leading blocks without a gap
-   *   (tree/walk.ts): the prefix's score is min(score, PREFIX_BLOCKS), so a score under it is
-   *   the whole prompt's. Otherwise the rest is hashed (the prefix's hashes kept) and the
-   *   caller looks up the whole prompt.
-   * Not for an array of numbers: every token is checked as it is staged (a bad one throws, in
-   * the ignored partial block too), which costs more than the hashing saved. The options are
-   * checked whole, as the full hashing checks them. With `wait` false (the async call) and
-   * read-your-writes, a shard that has not caught up after a short spin leaves a cut untried:
-   * the lookup then hashes everything and goes the usual way. A lookup cut at its first block
-   * counts for keep-warm but does not become the request keep-warm primes (its path is one
-   * root probe; the previous request's is worth keeping warm); one answered from its prefix
-   * does, with the prefix.
+   * look up): the two cuts of tokens-cut.ts, asked of the engine. With `wait` false (the async
+   * call) and read-your-writes, a shard that has not caught up after a short spin leaves a cut
+   * untried: the lookup then hashes everything and goes the usual way. A lookup cut at its
+   * first block counts for keep-warm but does not become the request keep-warm primes (its
+   * path is one root probe; the previous request's is worth keeping warm); one answered from
+   * its prefix does, with the prefix.
    */
   #tokensLookup(tokens: Uint32Array | readonly number[], options: BlockHashOptions | undefined, wait: boolean): OverlapScores | BigUint64Array {
-    const bs = this.#blockSize;
-    if (!(tokens instanceof Uint32Array) || tokens.length < CUT_MIN_TOKENS || tokens.length < 2 * bs) {
-      return computeBlockHashes(tokens, bs, options);
+    const cut = this.#cut;
+    const found = cut.lookup(tokens, this.#blockSize, options, wait ? this.#probesWait : this.#probesNow);
+    if (found === FIRST_UNHELD) {
+      this.#lookups++;
+      const kw = this.#keepWarm;
+      if (kw !== null && !kw.armed) kw.wake();
+      return noMatch();
     }
-    const checked = this.#gate.shouldCheck();
-    if (checked) {
-      const first = this.#first;
-      firstBlockHashInto(tokens, bs, options, first);
-      const found = this.#engine.firstBlock(first, wait);
-      if (found === FirstBlock.Unknown) return computeBlockHashes(tokens, bs, options);
-      this.#gate.note(found === FirstBlock.Unheld);
-      if (found === FirstBlock.Unheld) {
-        this.#firstBlockMisses++;
-        this.#lookups++;
-        const kw = this.#keepWarm;
-        if (kw !== null && !kw.armed) kw.wake();
-        return noMatch();
-      }
-    }
-    const blocks = Math.floor(tokens.length / bs);
-    if (blocks < 2 * PREFIX_BLOCKS || !this.#prefixGate.shouldCheck()) return computeBlockHashes(tokens, bs, options);
-    const hashes = new BigUint64Array(blocks);
-    // The first block's hash, when the check made it, is not made again.
-    if (checked) hashes[0] = this.#first[0]!;
-    blockHashesInto(tokens, bs, options, checked ? 1 : 0, PREFIX_BLOCKS, hashes);
-    const prefix = hashes.subarray(0, PREFIX_BLOCKS);
-    const found = this.#engine.findMatchesNow(prefix, wait);
-    if (found !== null) {
-      let best = 0;
-      for (const score of found.scores.values()) if (score > best) best = score;
-      const settled = best < PREFIX_BLOCKS;
-      this.#prefixGate.note(settled);
-      if (settled) {
-        this.#prefixAnswers++;
-        this.#saw(prefix);
-        return found;
-      }
-    }
-    blockHashesInto(tokens, bs, options, PREFIX_BLOCKS, blocks, hashes);
-    return hashes;
+    if (!(found instanceof BigUint64Array)) this.#saw(cut.lastPrefix);
+    return found;
+  }
+
+  #probes(wait: boolean): CutProbes<OverlapScores> {
+    return {
+      firstUnheld: (first) => {
+        const found = this.#engine.firstBlock(first, wait);
+        return found === FirstBlock.Unknown ? null : found === FirstBlock.Unheld;
+      },
+      prefix: (hashes) => this.#engine.findMatchesNow(hashes, wait),
+      deepest: (found) => {
+        let best = 0;
+        for (const score of found.scores.values()) if (score > best) best = score;
+        return best;
+      },
+    };
   }
 
   /**

@@ -12,8 +12,8 @@
  * it incomplete) until it is whole again.
  */
 
-import { blockHashesInto, computeBlockHashes, firstBlockHashInto, type BlockHashOptions } from '../hash/block-hash.js';
-import { CUT_MIN_TOKENS, CutGate, PREFIX_BLOCKS, PREFIX_MIN_SHARE } from '../indexer/cut-gate.js';
+import { computeBlockHashes, type BlockHashOptions } from '../hash/block-hash.js';
+import { FIRST_UNHELD, TokensCut, type CutProbes } from '../indexer/tokens-cut.js';
 import type { ApplyStatus, KvCacheEventData, RouterEvent } from '../protocol/types.js';
 import { createMatchResult, type MatchResult } from '../tree/match-result.js';
 import { RadixTree } from '../tree/radix-tree.js';
@@ -51,14 +51,17 @@ export class EngineIndex {
   // Scratch of findMatchesInto (reused).
   readonly #scratch = createMatchResult();
   readonly #best = new Map<bigint, number>();
-  readonly #gate = new CutGate();
-  readonly #prefixGate = new CutGate(PREFIX_MIN_SHARE);
-  readonly #first = new BigUint64Array(1);
-  /**
-   * `queryTokens` answers given before every block was hashed: after the first block alone (no
-   * tree held it), or from the first `PREFIX_BLOCKS` blocks (every score below that).
-   */
-  cutShort = 0;
+  /** `queryTokens`' cuts, asked of every tier and rank. */
+  readonly #cut = new TokensCut();
+  readonly #probes: CutProbes<EngineScores> = {
+    firstUnheld: (first) => this.#firstBlockUnheld(first),
+    prefix: (hashes) => this.query(hashes),
+    deepest: (found) => {
+      let best = deepest(found.scores);
+      for (const m of found.lowerTiers.values()) best = Math.max(best, deepest(m));
+      return best;
+    },
+  };
 
   constructor(options: EngineIndexOptions) {
     this.blockSize = options.blockSize;
@@ -173,44 +176,27 @@ export class EngineIndex {
 
   /**
    * `query` for a request's tokens, hashed with `options` (its block identity). A `Uint32Array`
-   * of `CUT_MIN_TOKENS` or more may stop before hashing every block, each cut behind its gate
-   * (cut-gate.ts), as the indexer's tokens lookups do (src/indexer/sharded-indexer.ts
-   * `#tokensLookup`, with the measurements): its first block hashed alone, answering nothing
-   * when no tree of any tier or rank holds it at the start of a sequence; then its first
-   * `PREFIX_BLOCKS` blocks queried, answering that when every score of every tier and rank is
-   * below `PREFIX_BLOCKS` (a score is a run of leading blocks, so it is the whole prompt's; the
-   * tree sizes are the workers'). Not with `expirationMs`: the lookup records the frequency trail.
+   * of `CUT_MIN_TOKENS` or more may stop before hashing every block, as the indexer's tokens
+   * lookups do (the same two cuts, src/indexer/tokens-cut.ts, with the measurements): its first
+   * block hashed alone, answering nothing when no tree of any tier or rank holds it at the start
+   * of a sequence; then its first `PREFIX_BLOCKS` blocks queried, answering that when every
+   * score of every tier and rank is below `PREFIX_BLOCKS` (a score is a run of leading blocks,
+   * so it is the whole prompt's; the tree sizes are the workers'). Not with `expirationMs`: the
+   * lookup records the frequency trail.
    */
   queryTokens(tokens: Uint32Array, options: BlockHashOptions): EngineScores {
-    const bs = this.blockSize;
-    if (this.#expirationMs !== undefined || tokens.length < CUT_MIN_TOKENS || tokens.length < 2 * bs) {
-      return this.query(computeBlockHashes(tokens, bs, options));
-    }
-    const checked = this.#gate.shouldCheck();
-    if (checked) {
-      firstBlockHashInto(tokens, bs, options, this.#first);
-      const unheld = this.#firstBlockUnheld(this.#first);
-      this.#gate.note(unheld);
-      if (unheld) {
-        this.cutShort++;
-        return { scores: new Map(), frequencies: [], treeSizes: new Map(), lowerTiers: new Map() };
-      }
-    }
-    const blocks = Math.floor(tokens.length / bs);
-    if (blocks < 2 * PREFIX_BLOCKS || !this.#prefixGate.shouldCheck()) return this.query(computeBlockHashes(tokens, bs, options));
-    const hashes = new BigUint64Array(blocks);
-    // The first block's hash, when the check made it, is not made again.
-    if (checked) hashes[0] = this.#first[0]!;
-    blockHashesInto(tokens, bs, options, checked ? 1 : 0, PREFIX_BLOCKS, hashes);
-    const found = this.query(hashes.subarray(0, PREFIX_BLOCKS));
-    const settled = deepest(found.scores) < PREFIX_BLOCKS && [...found.lowerTiers.values()].every((m) => deepest(m) < PREFIX_BLOCKS);
-    this.#prefixGate.note(settled);
-    if (settled) {
-      this.cutShort++;
-      return found;
-    }
-    blockHashesInto(tokens, bs, options, PREFIX_BLOCKS, blocks, hashes);
-    return this.query(hashes);
+    if (this.#expirationMs !== undefined) return this.query(computeBlockHashes(tokens, this.blockSize, options));
+    const found = this.#cut.lookup(tokens, this.blockSize, options, this.#probes);
+    if (found === FIRST_UNHELD) return { scores: new Map(), frequencies: [], treeSizes: new Map(), lowerTiers: new Map() };
+    return found instanceof BigUint64Array ? this.query(found) : found;
+  }
+
+  /**
+   * `queryTokens` answers given before every block was hashed: after the first block alone (no
+   * tree held it), or from the first `PREFIX_BLOCKS` blocks (every score below that).
+   */
+  get cutShort(): number {
+    return this.#cut.firstBlockMisses + this.#cut.prefixAnswers;
   }
 
   /** Whether no tree (any tier, any rank) holds `first[0]` as a sequence's first block. */
