@@ -6,8 +6,8 @@ import { runDemo } from '../src/cli/demo.js';
 import { RadixTree, computeBlockHashes, computeSequenceHashes } from '../src/index.js';
 
 describe('README', () => {
-  it('shows the real output of the demo', () => {
-    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+  it('shows the real output of the demo (docs/library.md)', () => {
+    const readme = readFileSync(new URL('../docs/library.md', import.meta.url), 'utf8');
     const block = /<!-- demo-output -->\n```\n([\s\S]*?)```\n<!-- \/demo-output -->/.exec(readme);
     expect(block).not.toBeNull();
     expect(runDemo().join('\n') + '\n').toBe(block![1]);

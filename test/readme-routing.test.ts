@@ -13,7 +13,7 @@ const DIST = `${ROOT}dist/src/index.js`;
 describe('README routing example', () => {
   it.skipIf(!existsSync(DIST))('prints what its comments say', () => {
     const readme = readFileSync(`${ROOT}README.md`, 'utf8');
-    const section = readme.slice(readme.indexOf('### Routing'));
+    const section = readme.slice(readme.indexOf('<!-- quickstart-library -->'));
     const code = /```ts\n([\s\S]*?)```/.exec(section)![1]!;
     const expected = code
       .split('\n')
