@@ -10,7 +10,9 @@
  *   socket's monitor does: a peer counts from its ZMTP handshake (a port where something that
  *   is not a ZMQ publisher listens never handshakes) until its disconnect; a message received
  *   counts too (transports without monitor events). So an engine that is up but idle (vLLM
- *   publishes only when its cache changes) is not `connecting`;
+ *   publishes only when its cache changes) is not `connecting`. In the log: a WARN once a new
+ *   source has had no peer for `connectWarnMs` (10 s: nothing listens at the endpoint, or no
+ *   engine connected to a bound one), a WARN when the peer goes, an INFO when one comes;
  * - `excluded`: out of scores. `unreplayable_gap`: events were lost, the (worker, rank) was
  *   cleared and is kept out until its own AllBlocksCleared, an engine restart, or the
  *   readmission delay (below). `block_size_mismatch`: the rank's latest Stored event was dropped
@@ -72,6 +74,12 @@ export const STATE_ORDER: readonly RankState[] = [RankState.Failed, RankState.Cl
 /** Default readmission delay after an unreplayable gap: 30 s (docs/zmq.md says why). */
 export const READMIT_AFTER_MS = 30_000;
 
+/**
+ * Default wait for a first peer before a WARN: 10 s. ZMQ retries a refused connection every
+ * 100 ms, and an engine that starts with its publisher needs a few seconds at most.
+ */
+export const CONNECT_WARN_MS = 10_000;
+
 export interface SourceHealthOptions {
   index: EngineIndex;
   workerId: bigint;
@@ -80,8 +88,10 @@ export interface SourceHealthOptions {
   /** ms after the latest unreplayable gap before readmission; null: only the engine heals it. */
   readmitAfterMs: number | null;
   logger: Logger | null;
-  /** Bound into the readmission line. */
+  /** Bound into the readmission and connection lines. */
   engine: Record<string, unknown>;
+  /** ms without a first peer before a WARN (default CONNECT_WARN_MS). */
+  connectWarnMs?: number;
 }
 
 interface Exclusion {
@@ -105,18 +115,26 @@ export class SourceHealth {
   readonly #mismatches = new Map<number, Exclusion>();
   #readmitAt: number | null = null;
   #timer: ReturnType<typeof setTimeout> | null = null;
+  #connectTimer: ReturnType<typeof setTimeout> | null;
   /** Readmissions done (the source's stats). */
   readmissions = 0;
 
   constructor(o: SourceHealthOptions) {
     this.#o = o;
+    this.#connectTimer = setTimeout(() => {
+      this.#connectTimer = null;
+      if (this.connected) return;
+      const since = new Date(this.#connectionSince).toISOString();
+      o.logger?.warn({ ...o.engine, since }, 'no engine publisher yet: nothing listens at the endpoint, or it is not a ZMQ publisher (its ranks are connecting)');
+    }, o.connectWarnMs ?? CONNECT_WARN_MS);
+    this.#connectTimer.unref();
   }
 
   /** A ZMQ peer completed its handshake. */
   peerUp(): void {
-    if (!this.connected) this.#connectionSince = Date.now();
+    const was = this.connected;
     this.#peers++;
-    this.#everConnected = true;
+    if (!was) this.#up();
   }
 
   /** A ZMQ peer went away. */
@@ -124,15 +142,23 @@ export class SourceHealth {
     const was = this.connected;
     this.#peers = Math.max(0, this.#peers - 1);
     if (this.#peers === 0) this.#heard = false;
-    if (was && !this.connected) this.#connectionSince = Date.now();
+    if (was && !this.connected) {
+      this.#connectionSince = Date.now();
+      this.#o.logger?.warn(this.#o.engine, 'engine publisher disconnected: its ranks are connecting until it is back');
+    }
   }
 
   /** A message arrived: someone is publishing, whatever the monitor said. */
   heard(): void {
     if (this.connected) return;
     this.#heard = true;
+    this.#up();
+  }
+
+  #up(): void {
     this.#everConnected = true;
     this.#connectionSince = Date.now();
+    this.#o.logger?.info(this.#o.engine, 'engine publisher connected');
   }
 
   get connected(): boolean {
@@ -196,9 +222,11 @@ export class SourceHealth {
     return { ...plain, state: RankState.Active };
   }
 
-  /** Stops the readmission timer (the source closed). */
+  /** Stops the timers (the source closed). */
   close(): void {
     this.#stopTimer();
+    if (this.#connectTimer !== null) clearTimeout(this.#connectTimer);
+    this.#connectTimer = null;
   }
 
   #stopTimer(): void {

@@ -73,6 +73,8 @@ export interface ZmqKvSourceOptions {
   readmitAfterMs?: number | null;
   /** Minimum ms between two log lines of dropped events of one (rank, reason) (default 60,000). */
   dropLogIntervalMs?: number;
+  /** ms without an engine connected before a WARN says so (default 10,000). */
+  connectWarnMs?: number;
   logger?: Logger;
   /** Called after each live batch is applied, with its rank, seq and publish time (s). */
   onBatch?: (rank: number, seq: bigint, ts: number) => void;
@@ -136,11 +138,14 @@ export class ZmqKvSource {
       readmitAfterMs: o.readmitAfterMs === undefined ? READMIT_AFTER_MS : o.readmitAfterMs,
       logger: this.#logger,
       engine,
+      ...(o.connectWarnMs === undefined ? {} : { connectWarnMs: o.connectWarnMs }),
     });
     // The socket's monitor tells whether a publisher is there (source-health.ts); its events
     // end when the socket closes.
     sub.events.on('handshake', () => this.#health.peerUp());
-    sub.events.on('disconnect', () => this.#health.peerDown());
+    sub.events.on('disconnect', () => {
+      if (this.#state !== SourceState.Closed) this.#health.peerDown(); // our own close is no engine leaving
+    });
   }
 
   /**
