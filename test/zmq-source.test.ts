@@ -387,4 +387,36 @@ describe.skipIf(!(await zmqAvailable()))('ZmqKvSource', () => {
     expect(score(index, c.tokens)).toBe(2);
     expect(score(index, a.tokens)).toBe(0); // stored before the gap: cleared
   });
+
+  it('another gap while excluded restarts the readmission delay, keeping since; an engine restart ends the exclusion and the delay', async () => {
+    const { pub, index, src } = await started({ readmitAfterMs: 1_500 });
+    await pub.publish([chain(1, 0, 1n).spec]);
+    pub.drop([chain(1, 99, 70n).spec]);
+    await pub.publish([chain(1, 200, 2n).spec]);
+    await until(() => src.stats().gapsUnreplayable === 1);
+    const first = src.health()[0]!;
+    expect(first).toMatchObject({ state: 'excluded', reason: 'unreplayable_gap' });
+    await new Promise((r) => setTimeout(r, 300));
+    pub.drop([chain(1, 99, 71n).spec]);
+    const c = chain(2, 3000, 80n);
+    await pub.publish([c.spec]);
+    await until(() => src.stats().gapsUnreplayable === 2);
+    const second = src.health()[0]!;
+    expect(second.since).toBe(first.since);
+    expect(second.readmitAt!).toBeGreaterThanOrEqual(first.readmitAt! + 300);
+    // Past the first gap's readmission time: still out (unless the host stalled past the second's).
+    await until(() => Date.now() > first.readmitAt! + 100);
+    if (Date.now() < second.readmitAt!) expect(src.health()[0]!.state).toBe('excluded');
+    expect(score(index, c.tokens)).toBe(src.health()[0]!.state === 'excluded' ? 0 : 2);
+    // The engine restarts: cleared, back in at once, and no readmission is counted later.
+    pub.restart();
+    const d = chain(1, 5000, 9n);
+    await pub.publish([d.spec]);
+    await until(() => src.stats().restarts === 1);
+    expect(src.health()[0]).toMatchObject({ state: 'active', readmitAt: null });
+    expect(score(index, d.tokens)).toBe(1);
+    const readmissions = src.stats().readmissions;
+    await until(() => Date.now() > second.readmitAt! + 200);
+    expect(src.stats().readmissions).toBe(readmissions);
+  });
 });
