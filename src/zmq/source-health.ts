@@ -116,8 +116,7 @@ export class SourceHealth {
   #readmitAt: number | null = null;
   #timer: ReturnType<typeof setTimeout> | null = null;
   #connectTimer: ReturnType<typeof setTimeout> | null;
-  /** Readmissions done (the source's stats). */
-  readmissions = 0;
+  #readmissions = 0;
 
   constructor(o: SourceHealthOptions) {
     this.#o = o;
@@ -161,6 +160,12 @@ export class SourceHealth {
     this.#o.logger?.info(this.#o.engine, 'engine publisher connected');
   }
 
+  /** Exclusions ended by the readmission delay (the source's stats). */
+  get readmissions(): number {
+    return this.#readmissions;
+  }
+
+  /** Whether a publisher is there (a live handshake, or a message since the last disconnect). */
   get connected(): boolean {
     return this.#peers > 0 || this.#heard;
   }
@@ -241,7 +246,7 @@ export class SourceHealth {
     for (const rank of ranks) this.#o.index.exclude(this.#o.workerId, rank, false);
     this.#gaps.clear();
     this.#readmitAt = null;
-    this.readmissions++;
+    this.#readmissions++;
     this.#o.logger?.info(
       { ...this.#o.engine, ranks, readmitAfterMs: this.#o.readmitAfterMs },
       'readmitting the worker to scores after an unreplayable gap: blocks it stored before the gap (and stores extending them) stay unscored until the engine stores them again',
