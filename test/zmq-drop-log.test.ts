@@ -11,7 +11,7 @@ import { captureLog, type CapturedLog } from './support/log-capture.js';
 import { until, VllmPublisher, zmqAvailable } from './support/vllm-publisher.js';
 
 const W = 18_446_744_073_709_551_557n; // above 2^53: must be exact in the line
-const INTERVAL = 1_000; // long enough that a burst on a loaded host lands within one interval
+const INTERVAL = 2_000; // long enough that a burst on a loaded host lands within one interval
 const open: Array<{ close(): unknown }> = [];
 afterEach(async () => {
   for (const o of open.splice(0).reverse()) await o.close();
