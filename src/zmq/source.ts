@@ -9,7 +9,8 @@
  *   construction, and a late replayed Stored can never resurrect a block a live Removed
  *   removed. A gap that cannot be replayed (no replay socket, no answer, the ring no longer
  *   holds it) clears every (worker, rank) the source has filed and keeps each out of scores
- *   until it is whole again (its own AllBlocksCleared or an engine restart);
+ *   until it is whole again (its own AllBlocksCleared or an engine restart) or the readmission
+ *   delay has passed (source-health.ts);
  * - seq backwards: the engine restarted; clear every (worker, rank) the source has filed, and apply.
  *
  * One cursor per source, not per rank: an engine numbers the messages of a publisher socket,
