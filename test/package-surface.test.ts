@@ -32,9 +32,9 @@ const EXPECTED: Record<string, string[]> = {
   'kvindex/zmq': [
     'EngineIndex', 'EventConverter', 'SkipReason', 'SourceState', 'StorageTier', 'ZmqError', 'ZmqErrorCode',
     'ZmqKvSource', 'checkEndpoint', 'decodeBatch', 'decodeEvent', 'loadMsgpack', 'loadZeromq', 'offsetEndpoint',
-    'requestReplay', 'tierOf', 'toHash',
+    'requestReplay', 'tierOf', 'toHash', 'RankState', 'StateReason', 'READMIT_AFTER_MS', 'DROP_LOG_INTERVAL_MS',
   ],
-  'kvindex/http': ['EngineRegistry', 'HttpRequestError', 'registerIndexerRoutes'],
+  'kvindex/http': ['EngineRegistry', 'HttpRequestError', 'registerIndexerRoutes', 'engineReadiness'],
 };
 
 // RadixTree's storage layout, shared with other modules of the package through `@internal`.

@@ -108,7 +108,7 @@ describe.skipIf(!(await zmqAvailable()))('standalone indexer metrics', () => {
 
     const ready = await fetch(`${ops.url}/ready`);
     expect(ready.status).toBe(200);
-    expect(await ready.json()).toEqual({ ready: true, reason: '', lag: 0 });
+    expect(await ready.json()).toEqual({ ready: true, reason: '', lag: 0, not_active: [] });
     expect((await fetch(`${ops.url}/health`)).status).toBe(200);
 
     // An unregistered listener's series go away with it.

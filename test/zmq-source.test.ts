@@ -9,6 +9,7 @@ import { EngineIndex } from '../src/zmq/engine-index.js';
 import { MAX_RANKS_PER_SOURCE, ZmqKvSource, type ZmqKvSourceOptions } from '../src/zmq/source.js';
 import { offsetEndpoint } from '../src/zmq/endpoint.js';
 import { closedEndpoint, until, VllmPublisher, zmqAvailable, type EventSpec } from './support/vllm-publisher.js';
+import { captureLog } from './support/log-capture.js';
 
 const BS = 4;
 const W = 0xfedc_ba98_7654_3210n; // above 2^53
@@ -349,5 +350,73 @@ describe.skipIf(!(await zmqAvailable()))('ZmqKvSource', () => {
     await new Promise((r) => setTimeout(r, 50));
     expect(src.stats().messages).toBe(1);
     expect(score(index, a.tokens)).toBe(1);
+  });
+
+  it('bound, a rank is connecting until an engine connects, and again once it leaves; each change is logged', async () => {
+    const log = captureLog();
+    const index = new EngineIndex({ blockSize: BS });
+    const src = await ZmqKvSource.start({ index, workerId: W, endpoint: 'tcp://127.0.0.1:0', mode: 'bind', logger: log.logger, connectWarnMs: 200 });
+    open.push(src);
+    expect(src.health()).toEqual([expect.objectContaining({ rank: 0, state: 'connecting', reason: 'never_connected' })]);
+    // No engine within connectWarnMs: a WARN naming the endpoint.
+    await until(() => log.find('no engine publisher yet').length === 1, 10_000, 'the not-connected line');
+    expect(log.find('no engine publisher yet')[0]).toMatchObject({ level: 40, endpoint: 'tcp://127.0.0.1:0' });
+    const pub = await VllmPublisher.start({ connect: true, endpoint: src.boundEndpoint });
+    await until(() => src.health()[0]!.state === 'active', 10_000, 'active');
+    expect(src.stats().messages).toBe(0); // the handshake, not a message
+    expect(log.find('engine publisher connected')).toHaveLength(1);
+    pub.close();
+    await until(() => src.health()[0]!.state === 'connecting', 10_000, 'connecting again');
+    expect(src.health()[0]).toMatchObject({ reason: 'disconnected' });
+    expect(log.find('engine publisher disconnected')[0]).toMatchObject({ level: 40 });
+    // Closing the source is not an engine leaving.
+    await src.close();
+    expect(log.find('engine publisher disconnected')).toHaveLength(1);
+  });
+
+  it('readmitAfterMs: 0 counts the worker back in right after an unreplayable gap, with what came after it', async () => {
+    const { pub, index, src } = await started({ readmitAfterMs: 0 });
+    const a = chain(2, 0, 1n);
+    await pub.publish([a.spec]);
+    pub.drop([chain(1, 99, 70n).spec]);
+    const c = chain(2, 3000, 80n);
+    await pub.publish([c.spec]);
+    await until(() => src.stats().batches === 2 && src.stats().readmissions === 1);
+    expect(src.stats()).toMatchObject({ gapsUnreplayable: 1 });
+    expect(src.health()[0]).toMatchObject({ state: 'active' });
+    expect(score(index, c.tokens)).toBe(2);
+    expect(score(index, a.tokens)).toBe(0); // stored before the gap: cleared
+  });
+
+  it('another gap while excluded restarts the readmission delay, keeping since; an engine restart ends the exclusion and the delay', async () => {
+    const { pub, index, src } = await started({ readmitAfterMs: 1_500 });
+    await pub.publish([chain(1, 0, 1n).spec]);
+    pub.drop([chain(1, 99, 70n).spec]);
+    await pub.publish([chain(1, 200, 2n).spec]);
+    await until(() => src.stats().gapsUnreplayable === 1);
+    const first = src.health()[0]!;
+    expect(first).toMatchObject({ state: 'excluded', reason: 'unreplayable_gap' });
+    await new Promise((r) => setTimeout(r, 300));
+    pub.drop([chain(1, 99, 71n).spec]);
+    const c = chain(2, 3000, 80n);
+    await pub.publish([c.spec]);
+    await until(() => src.stats().gapsUnreplayable === 2);
+    const second = src.health()[0]!;
+    expect(second.since).toBe(first.since);
+    expect(second.readmitAt!).toBeGreaterThanOrEqual(first.readmitAt! + 300);
+    // Past the first gap's readmission time: still out (unless the host stalled past the second's).
+    await until(() => Date.now() > first.readmitAt! + 100);
+    if (Date.now() < second.readmitAt!) expect(src.health()[0]!.state).toBe('excluded');
+    expect(score(index, c.tokens)).toBe(src.health()[0]!.state === 'excluded' ? 0 : 2);
+    // The engine restarts: cleared, back in at once, and no readmission is counted later.
+    pub.restart();
+    const d = chain(1, 5000, 9n);
+    await pub.publish([d.spec]);
+    await until(() => src.stats().restarts === 1);
+    expect(src.health()[0]).toMatchObject({ state: 'active', readmitAt: null });
+    expect(score(index, d.tokens)).toBe(1);
+    const readmissions = src.stats().readmissions;
+    await until(() => Date.now() > second.readmitAt! + 200);
+    expect(src.stats().readmissions).toBe(readmissions);
   });
 });

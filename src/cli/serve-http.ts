@@ -10,6 +10,7 @@
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import { EngineRegistry } from '../http/engine-registry.js';
+import { engineReadiness, type EngineReadiness } from '../http/engine-readiness.js';
 import { registerIndexerRoutes } from '../http/indexer-routes.js';
 import { parseListenAddress, startOpsServer, type OpsServer } from '../serve/ops-server.js';
 import { quietFastify } from '../serve/quiet-fastify.js';
@@ -25,6 +26,11 @@ export const HTTP_USAGE = `usage: kvindex serve --http <[host:]port> [options]
                              (default: $KVINDEX_TOKEN; none: unguarded)
   --topic <prefix>           ZMQ topic filter of every listener (default: '', all topics)
   --replay-timeout <ms>      wait per replay message before a gap counts as unreplayable (default: 2000)
+  --readmit-after <s|never>  seconds after an unreplayable gap before the worker counts in scores
+                             again from what it published since (default: 30; never: only the
+                             engine's AllBlocksCleared or a restart brings it back)
+  --ready-strict             /ready answers 503 while any registered rank is not active
+                             (default: 503 only for a failed listener; others are named in a 200)
   --metrics <host:port>      serve GET /metrics (Prometheus), /health and /ready on their own
                              listener (host defaults to 127.0.0.1; port 0 picks one, logged)
   --log-level <level>        pino level: debug, info, warn, error (default: info)
@@ -39,6 +45,8 @@ interface HttpArgs {
   token: string | null;
   topic: string;
   replayTimeoutMs: number;
+  readmitAfterMs: number | null;
+  readyStrict: boolean;
   logLevel: string;
   metrics: { host: string; port: number } | null;
 }
@@ -53,6 +61,8 @@ function parse(args: string[]): HttpArgs | 'help' {
       token: { type: 'string' },
       topic: { type: 'string' },
       'replay-timeout': { type: 'string' },
+      'readmit-after': { type: 'string' },
+      'ready-strict': { type: 'boolean' },
       'log-level': { type: 'string' },
       metrics: { type: 'string' },
       help: { type: 'boolean' },
@@ -66,6 +76,10 @@ function parse(args: string[]): HttpArgs | 'help' {
   // A timer's ms: Node fires a longer one at once.
   if (!/^[0-9]+$/.test(timeout) || Number(timeout) < 1 || Number(timeout) > MAX_TIMER_MS) {
     throw new UsageError(`--replay-timeout: expected an integer from 1 to ${MAX_TIMER_MS}, got '${timeout}'`);
+  }
+  const readmit = values['readmit-after'] ?? '30';
+  if (readmit !== 'never' && (!/^[0-9]+$/.test(readmit) || Number(readmit) * 1000 > MAX_TIMER_MS)) {
+    throw new UsageError(`--readmit-after: expected 'never' or whole seconds from 0 to ${Math.floor(MAX_TIMER_MS / 1000)}, got '${readmit}'`);
   }
   const level = values['log-level'] ?? 'info';
   if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'].includes(level)) {
@@ -86,6 +100,8 @@ function parse(args: string[]): HttpArgs | 'help' {
     token: token === '' ? null : token,
     topic: values.topic ?? '',
     replayTimeoutMs: Number(timeout),
+    readmitAfterMs: readmit === 'never' ? null : Number(readmit) * 1000,
+    readyStrict: values['ready-strict'] === true,
     logLevel: level,
     metrics,
   };
@@ -104,11 +120,13 @@ export async function main(args: string[]): Promise<number> {
     return 0;
   }
   const logger = pino({ name: 'kvindex', level: a.logLevel }, pino.destination({ fd: 2, sync: true }));
-  const registry = new EngineRegistry({ logger, topic: a.topic, replayTimeoutMs: a.replayTimeoutMs });
+  const registry = new EngineRegistry({ logger, topic: a.topic, replayTimeoutMs: a.replayTimeoutMs, readmitAfterMs: a.readmitAfterMs });
+  const readiness = (): EngineReadiness => engineReadiness(registry, a.readyStrict);
   const app = quietFastify(logger);
   const metrics = a.metrics === null ? null : new ZmqServeMetrics(registry);
   await registerIndexerRoutes(app, registry, {
     token: a.token,
+    readiness,
     ...(metrics === null ? {} : {
       onQuery: (route: string, ms: number) => metrics.observeQuery(route, ms),
       onError: (route: string, status: number) => metrics.observeError(route, status),
@@ -117,7 +135,7 @@ export async function main(args: string[]): Promise<number> {
   let ops: OpsServer | null = null;
   if (metrics !== null && a.metrics !== null) {
     try {
-      ops = await startOpsServer(a.metrics, { metrics, readiness: () => metrics.readiness() }, logger);
+      ops = await startOpsServer(a.metrics, { metrics, readiness }, logger);
     } catch (err) {
       logger.error({ err: (err as Error).message, address: a.metrics }, 'kvindex serve could not start its metrics server');
       await registry.close();

@@ -39,6 +39,10 @@ export interface EngineRegistryOptions {
   topic?: string;
   /** Per-message replay wait (default 2,000 ms). */
   replayTimeoutMs?: number;
+  /** Readmission delay after an unreplayable gap (`ZmqKvSourceOptions.readmitAfterMs`). */
+  readmitAfterMs?: number | null;
+  /** Minimum ms between two dropped-event lines of one (engine, rank, reason) (default 60,000). */
+  dropLogIntervalMs?: number;
   /** Selector settings of the routers (Dynamo's defaults otherwise). */
   routing?: Omit<KvRouterOptions, 'indexer' | 'blockSize' | 'workers'>;
 }
@@ -172,7 +176,10 @@ export class EngineRegistry {
       replayEndpoint: r.replayEndpoint,
       ...(this.#options.topic === undefined ? {} : { topic: this.#options.topic }),
       ...(this.#options.replayTimeoutMs === undefined ? {} : { replayTimeoutMs: this.#options.replayTimeoutMs }),
-      ...(this.#options.logger === undefined ? {} : { logger: this.#options.logger }),
+      ...(this.#options.readmitAfterMs === undefined ? {} : { readmitAfterMs: this.#options.readmitAfterMs }),
+      ...(this.#options.dropLogIntervalMs === undefined ? {} : { dropLogIntervalMs: this.#options.dropLogIntervalMs }),
+      // Every line of the source names the engine's model and tenant besides its id and endpoint.
+      ...(this.#options.logger === undefined ? {} : { logger: this.#options.logger.child({ model: r.modelName, tenant: r.tenantId }) }),
     });
   }
 

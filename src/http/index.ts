@@ -7,7 +7,9 @@
 export { registerIndexerRoutes } from './indexer-routes.js';
 export { EngineRegistry } from './engine-registry.js';
 export { HttpRequestError } from './requests.js';
+export { engineReadiness } from './engine-readiness.js';
 
 // Types
 export type { IndexerRoutesOptions } from './indexer-routes.js';
 export type { EngineRegistryOptions, IndexEntry, ListenerEntry } from './engine-registry.js';
+export type { EngineReadiness, InactiveRank } from './engine-readiness.js';

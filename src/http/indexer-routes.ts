@@ -6,7 +6,8 @@
  * not leak into the rest of the server.
  *
  * POST /register, /unregister (mutating: the bearer token, when set, guards them),
- * GET /workers, POST /query, POST /query_by_hash, GET /dump, GET /health; and kvindex's
+ * GET /workers, POST /query, POST /query_by_hash, GET /dump, GET /health; kvindex's GET /ready
+ * (engine-readiness.ts: 503 or 200 naming the ranks that are not active); and kvindex's
  * routing decisions (not Dynamo's: its routers decide in-process): POST /route, /mark_prefill,
  * /free, guarded by the token too since they change what later decisions see. docs/http-api.md
  * has the bodies with examples.
@@ -17,6 +18,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { parseJsonLossless } from '../protocol/json-value.js';
 import { showValue } from '../protocol/show-value.js';
 import type { EngineRegistry } from './engine-registry.js';
+import { engineReadiness, type EngineReadiness } from './engine-readiness.js';
 import { formatRouteDecision } from '../router/decision-json.js';
 import { KvIndexError, ErrorCode } from '../errors.js';
 import type { KvRouter, RouteOptions } from '../router/kv-router.js';
@@ -36,6 +38,8 @@ export interface IndexerRoutesOptions {
    * status (400, 401, 404, 409, 413, 415, 503, 500, ...). Errors only: a success costs nothing.
    */
   onError?: (route: string, status: number) => void;
+  /** The body of GET /ready (default: `engineReadiness(registry)`, the default policy). */
+  readiness?: () => EngineReadiness;
 }
 
 const JSON_TYPE = 'application/json; charset=utf-8';
@@ -143,6 +147,12 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
     api.get('/dump', async (_req, reply) => reply.type(JSON_TYPE).send(dumpJson(registry.indexes())));
 
     api.get('/health', async (_req, reply) => reply.type(JSON_TYPE).send('{"status":"ok"}'));
+
+    const readiness = options.readiness ?? (() => engineReadiness(registry));
+    api.get('/ready', async (_req, reply) => {
+      const r = readiness();
+      return reply.code(r.ready ? 200 : 503).type(JSON_TYPE).send(JSON.stringify(r));
+    });
   });
 }
 

@@ -7,6 +7,8 @@
 import { formatRouterEvent } from '../protocol/json-format.js';
 import type { EngineScores, RankMap } from '../zmq/engine-index.js';
 import type { IndexEntry, ListenerEntry } from './engine-registry.js';
+import { RankState, worstRank, type RankHealth } from '../zmq/source-health.js';
+import { isoTime } from './engine-readiness.js';
 
 /** `{"<worker>":{"<rank>":n*scale}}`. */
 function rankMap(m: RankMap, scale: number): string {
@@ -38,12 +40,31 @@ export function scoresJson(r: EngineScores, blockSize: number): string {
 const STATUS_ORDER = ['failed', 'pending', 'active', 'paused'];
 
 /**
- * `[{"instance_id":u64,"model_name":..,"tenant_id":..,"source":"zmq","status":...,
- * "endpoints":{"<rank>":ep},"listeners":{"<rank>":{"endpoint","status","last_error"?}}}]`, one
- * item per (instance, model, tenant), instances ascending, then model and tenant; the status is
- * the worst of its listeners (failed > pending > active > paused). (Items were per instance
- * only: an instance registered for two models or tenants wrote each rank key twice, which a
- * JSON parser reads as one; found by fuzzing.)
+ * Dynamo's listener status for a rank state: a rank that is connecting or excluded does not
+ * count in scores yet, as Dynamo's `pending` listener (one that waits for recovery) does not.
+ */
+function dynamoStatus(state: RankState): string {
+  return state === RankState.Connecting || state === RankState.Excluded ? 'pending' : state;
+}
+
+/** `,"state":..,"reason":..,"since":..(,"readmit_at",..)(,"engine_block_size":n)`: kvindex's fields. */
+function stateFields(h: RankHealth): string {
+  let out = `,"state":"${h.state}","reason":${JSON.stringify(h.reason)},"since":${JSON.stringify(isoTime(h.since))}`;
+  if (h.readmitAt !== null) out += `,"readmit_at":${JSON.stringify(isoTime(h.readmitAt))}`;
+  if (h.engineBlockSize !== null) out += `,"engine_block_size":${h.engineBlockSize}`;
+  return out;
+}
+
+/**
+ * `[{"instance_id":u64,"model_name":..,"tenant_id":..,"source":"zmq","status":...,"state":...,
+ * "endpoints":{"<rank>":ep},"listeners":{"<rank>":{"endpoint","status","last_error"?,"state",
+ * "reason","since","readmit_at"?,"engine_block_size"?}}}]`, one item per (instance, model,
+ * tenant), instances ascending, then model and tenant; the status is the worst of its listeners
+ * (failed > pending > active > paused). `status` keeps Dynamo's words (connecting and excluded
+ * ranks are `pending`); `state` is kvindex's (active, connecting, excluded, failed: the worst of
+ * the listener's ranks, src/zmq/source-health.ts) with its reason and since when (ISO 8601).
+ * (Items were per instance only: an instance registered for two models or tenants wrote each
+ * rank key twice, which a JSON parser reads as one; found by fuzzing.)
  */
 export function workersJson(listeners: ListenerEntry[]): string {
   const groups = new Map<string, ListenerEntry[]>();
@@ -60,16 +81,19 @@ export function workersJson(listeners: ListenerEntry[]): string {
     const first = group[0]!;
     const id = first.instanceId;
     const ls = group.sort((a, b) => a.dpRank - b.dpRank);
-    const statuses = ls.map((l) => l.source.state);
-    const status = STATUS_ORDER.find((s) => statuses.includes(s as never)) ?? 'active';
+    const healths = ls.map((l) => worstRank(l.source.health()));
+    const statuses = healths.map((h) => dynamoStatus(h.state));
+    const status = STATUS_ORDER.find((s) => statuses.includes(s)) ?? 'active';
     const endpoints = ls.map((l) => `"${l.dpRank}":${JSON.stringify(l.endpoint)}`).join(',');
     const listenersText = ls
-      .map((l) => {
+      .map((l, i) => {
         const err = l.source.lastError;
-        return `"${l.dpRank}":{"endpoint":${JSON.stringify(l.endpoint)},"status":"${l.source.state}"${err === null ? '' : `,"last_error":${JSON.stringify(err)}`}}`;
+        const h = healths[i]!;
+        return `"${l.dpRank}":{"endpoint":${JSON.stringify(l.endpoint)},"status":"${dynamoStatus(h.state)}"${err === null ? '' : `,"last_error":${JSON.stringify(err)}`}${stateFields(h)}}`;
       })
       .join(',');
-    return `{"instance_id":${id},"model_name":${JSON.stringify(first.modelName)},"tenant_id":${JSON.stringify(first.tenantId)},"source":"zmq","status":"${status}","endpoints":{${endpoints}},"listeners":{${listenersText}}}`;
+    const state = worstRank(healths).state;
+    return `{"instance_id":${id},"model_name":${JSON.stringify(first.modelName)},"tenant_id":${JSON.stringify(first.tenantId)},"source":"zmq","status":"${status}","state":"${state}","endpoints":{${endpoints}},"listeners":{${listenersText}}}`;
   });
   return `[${items.join(',')}]`;
 }

@@ -12,7 +12,11 @@
  * - `kvindex_zmq_stored_blocks_total`;
  * - `kvindex_zmq_gaps_total{outcome}`: detected, replayed, unreplayable;
  *   `kvindex_zmq_replayed_batches_total`, `kvindex_zmq_engine_restarts_total`;
- * - `kvindex_zmq_listener_up`: 1 while its receive loop runs, 0 once it failed.
+ * - `kvindex_zmq_listener_up`: 1 while its receive loop runs, 0 once it failed;
+ * - `kvindex_zmq_rank_state{state}`: per rank the source filed (`dp_rank` is that rank), 1 for
+ *   its state (active, connecting, excluded, failed: src/zmq/source-health.ts), 0 for the others,
+ *   so `kvindex_zmq_rank_state{state!="active"} == 1` alerts on any engine not scored;
+ * - `kvindex_zmq_readmissions_total`: exclusions ended by `--readmit-after`, not by the engine.
  * Per index (`model`, `tenant`): `kvindex_index_workers` (registered (instance, rank)s), and
  * once `/route` was asked for it, route-metrics.ts's series (requests in flight, expired, ...).
  * Errors: `kvindex_http_errors_total{route,status}` (401s show token failures; `unmatched`: no
@@ -20,15 +24,18 @@
  * Lookups: `kvindex_http_query_ms{route}` (/query, /query_by_hash), Dynamo's lookup buckets
  * (0.01 ms x 3^k, 17 buckets). Process: prom-client's default metrics.
  *
- * Readiness: ready while every listener's receive loop runs. A failed listener (its socket
- * closed under it) stops updating that engine's blocks: the replica says 503 naming it, so an
- * operator or an orchestrator notices; lookups keep being answered meanwhile.
+ * Readiness (src/http/engine-readiness.ts): ready while every listener's receive loop runs. A
+ * failed listener (its socket closed under it) stops updating that engine's blocks: the replica
+ * says 503 naming it, so an operator or an orchestrator notices; lookups keep being answered
+ * meanwhile. Ranks connecting or excluded are named in the body.
  */
 
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, exponentialBuckets } from 'prom-client';
 import type { EngineRegistry, ListenerEntry } from '../http/engine-registry.js';
 import { registerRouteMetrics, type RouterSeries } from './route-metrics.js';
 import { SourceState } from '../zmq/source.js';
+import { RankState } from '../zmq/source-health.js';
+import { engineReadiness, type EngineReadiness } from '../http/engine-readiness.js';
 import type { ZmqSourceStats } from '../zmq/source-stats.js';
 import { PREFIX_BLOCKS } from '../indexer/cut-gate.js';
 
@@ -82,6 +89,7 @@ export class ZmqServeMetrics {
     ]);
     perListener('kvindex_zmq_replayed_batches_total', 'Batches applied from engine replays', null, (s) => [[null, s.replayedBatches]]);
     perListener('kvindex_zmq_engine_restarts_total', 'Engine restarts seen (sequence went backwards)', null, (s) => [[null, s.restarts]]);
+    perListener('kvindex_zmq_readmissions_total', 'Workers counted back in scores by the readmission delay after an unreplayable gap', null, (s) => [[null, s.readmissions]]);
 
     new Gauge({
       name: 'kvindex_zmq_listener_up',
@@ -91,6 +99,22 @@ export class ZmqServeMetrics {
       collect() {
         this.reset();
         for (const l of engines.listeners()) this.set(labelsOf(l), l.source.state === SourceState.Active ? 1 : 0);
+      },
+    });
+    const states = [RankState.Active, RankState.Connecting, RankState.Excluded, RankState.Failed];
+    new Gauge({
+      name: 'kvindex_zmq_rank_state',
+      help: 'Per engine rank: 1 for its state (active, connecting, excluded, failed), 0 for the others',
+      labelNames: [...LISTENER_LABELS, 'state'],
+      registers: [reg],
+      collect() {
+        this.reset();
+        for (const l of engines.listeners()) {
+          for (const h of l.source.health()) {
+            const base = { ...labelsOf(l), dp_rank: String(h.rank) };
+            for (const state of states) this.set({ ...base, state }, h.state === state ? 1 : 0);
+          }
+        }
       },
     });
     new Gauge({
@@ -141,12 +165,9 @@ export class ZmqServeMetrics {
     this.queries.observe({ route }, ms);
   }
 
-  /** Ready while every listener's receive loop runs; else the failed ones, named. */
-  readiness(): { ready: boolean; reason: string; lag: number } {
-    const failed = this.engines.listeners().filter((l) => l.source.state === SourceState.Failed);
-    if (failed.length === 0) return { ready: true, reason: '', lag: 0 };
-    const names = failed.map((l) => `${l.instanceId.toString()}/${l.dpRank} (${l.endpoint})`).join(', ');
-    return { ready: false, reason: `listener failed: ${names}`, lag: 0 };
+  /** The registry's readiness (src/http/engine-readiness.ts; `strict`: any rank not active is 503). */
+  readiness(strict = false): EngineReadiness {
+    return engineReadiness(this.engines, strict);
   }
 
   /** The Prometheus text exposition and its content type. */

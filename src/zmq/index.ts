@@ -7,6 +7,8 @@
 
 // Values
 export { ZmqKvSource, SourceState } from './source.js';
+export { RankState, StateReason, READMIT_AFTER_MS } from './source-health.js';
+export { DROP_LOG_INTERVAL_MS } from './drop-log.js';
 export { EngineIndex } from './engine-index.js';
 export { EventConverter, StorageTier, SkipReason, tierOf } from './convert.js';
 export { decodeBatch, decodeEvent, toHash } from './wire.js';
@@ -18,6 +20,7 @@ export { ZmqError, ZmqErrorCode } from './errors.js';
 // Types
 export type { ZmqKvSourceOptions } from './source.js';
 export type { ZmqSourceStats } from './source-stats.js';
+export type { RankHealth } from './source-health.js';
 export type { EngineIndexOptions, EngineScores, RankMap } from './engine-index.js';
 export type { Converted } from './convert.js';
 export type { EngineBatch, EngineEvent, EngineStored, EngineRemoved, EngineCleared, MsgpackDecoder } from './wire.js';

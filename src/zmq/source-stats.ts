@@ -35,6 +35,8 @@ export interface ZmqSourceStats {
   replayedBatches: number;
   /** Seq went backwards: engine restarts, the (worker, rank) cleared. */
   restarts: number;
+  /** Exclusions after an unreplayable gap ended by the readmission delay (not by the engine). */
+  readmissions: number;
   /** Apply outcomes, by the tree's status. */
   statuses: Record<ApplyStatus, number>;
 }
@@ -57,6 +59,7 @@ export function emptyStats(): ZmqSourceStats {
     gapsUnreplayable: 0,
     replayedBatches: 0,
     restarts: 0,
+    readmissions: 0,
     statuses: { ok: 0, parent_block_not_found: 0, block_not_found: 0, invalid_block_sequence: 0 },
   };
 }

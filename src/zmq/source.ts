@@ -9,7 +9,8 @@
  *   construction, and a late replayed Stored can never resurrect a block a live Removed
  *   removed. A gap that cannot be replayed (no replay socket, no answer, the ring no longer
  *   holds it) clears every (worker, rank) the source has filed and keeps each out of scores
- *   until it is whole again (its own AllBlocksCleared or an engine restart);
+ *   until it is whole again (its own AllBlocksCleared or an engine restart) or the readmission
+ *   delay has passed (source-health.ts);
  * - seq backwards: the engine restarted; clear every (worker, rank) the source has filed, and apply.
  *
  * One cursor per source, not per rank: an engine numbers the messages of a publisher socket,
@@ -19,20 +20,25 @@
  * did not decode (its rank unknown) had its seq guessed onto one rank. Which ranks a lost
  * message held cannot be known, so a gap or a restart concerns every rank of the socket.
  * Malformed input is counted (`stats()`) and logged with the endpoint and seq, never thrown.
+ * Events dropped on purpose (block size, repeated hash, group kind) are counted and reported in
+ * rate-limited lines (drop-log.ts). What each rank really is (connecting, excluded and why,
+ * active) is `health()` (source-health.ts), which also owns exclusion and readmission.
  */
 
 import type { Logger } from 'pino';
 import type { ApplyStatus } from '../protocol/types.js';
 import { ingestTurn } from './ingest-turns.js';
-import { EventConverter, StorageTier } from './convert.js';
+import { EventConverter, SkipReason, StorageTier } from './convert.js';
+import { DropLog, DROP_LOG_INTERVAL_MS } from './drop-log.js';
 import type { EngineIndex } from './engine-index.js';
 import { checkEndpoint } from './endpoint.js';
 import { ZmqError, ZmqErrorCode } from './errors.js';
 import { loadMsgpack, loadZeromq, type ZeromqModule } from './load.js';
 import { requestReplay } from './replay.js';
 import { SeqCursor, SeqVerdict } from './seq-cursor.js';
+import { READMIT_AFTER_MS, SourceHealth, type RankHealth } from './source-health.js';
 import { emptyStats, type ZmqSourceStats } from './source-stats.js';
-import { decodeBatch, type EngineBatch, type MsgpackDecoder } from './wire.js';
+import { decodeBatch, type EngineBatch, type EngineEvent, type MsgpackDecoder } from './wire.js';
 
 /**
  * Distinct DP ranks one endpoint may send. An engine publishes its own rank (vLLM: one
@@ -60,6 +66,16 @@ export interface ZmqKvSourceOptions {
   replayEndpoint?: string | null;
   /** Wait per replay message before the gap counts as unreplayable (default 2,000 ms). */
   replayTimeoutMs?: number;
+  /**
+   * After an unreplayable gap, ms until the (worker, rank) counts in scores again from what it
+   * published since (default 30,000; null: only the engine's AllBlocksCleared or a restart
+   * brings it back). See source-health.ts for what readmission costs.
+   */
+  readmitAfterMs?: number | null;
+  /** Minimum ms between two log lines of dropped events of one (rank, reason) (default 60,000). */
+  dropLogIntervalMs?: number;
+  /** ms without an engine connected before a WARN says so (default 10,000). */
+  connectWarnMs?: number;
   logger?: Logger;
   /** Called after each live batch is applied, with its rank, seq and publish time (s). */
   onBatch?: (rank: number, seq: bigint, ts: number) => void;
@@ -95,6 +111,8 @@ export class ZmqKvSource {
   readonly #replayTimeoutMs: number;
   readonly #logger: Logger | null;
   readonly #onBatch: (rank: number, seq: bigint, ts: number) => void;
+  readonly #drops: DropLog;
+  readonly #health: SourceHealth;
   #state: SourceState = SourceState.Active;
   #lastError: string | null = null;
   #loop: Promise<void> = Promise.resolve();
@@ -112,6 +130,23 @@ export class ZmqKvSource {
     this.#replayTimeoutMs = o.replayTimeoutMs ?? 2_000;
     this.#logger = o.logger ?? null;
     this.#onBatch = o.onBatch ?? NOOP;
+    const engine = { instanceId: o.workerId, endpoint: o.endpoint };
+    this.#drops = new DropLog({ logger: this.#logger, engine, intervalMs: o.dropLogIntervalMs ?? DROP_LOG_INTERVAL_MS });
+    this.#health = new SourceHealth({
+      index: o.index,
+      workerId: o.workerId,
+      registeredRank: this.dpRank,
+      readmitAfterMs: o.readmitAfterMs === undefined ? READMIT_AFTER_MS : o.readmitAfterMs,
+      logger: this.#logger,
+      engine,
+      ...(o.connectWarnMs === undefined ? {} : { connectWarnMs: o.connectWarnMs }),
+    });
+    // The socket's monitor tells whether a publisher is there (source-health.ts); its events
+    // end when the socket closes.
+    sub.events.on('handshake', () => this.#health.peerUp());
+    sub.events.on('disconnect', () => {
+      if (this.#state !== SourceState.Closed) this.#health.peerDown(); // our own close is no engine leaving
+    });
   }
 
   /**
@@ -158,7 +193,12 @@ export class ZmqKvSource {
 
   /** A copy of the counters. */
   stats(): ZmqSourceStats {
-    return { ...this.#stats, statuses: { ...this.#stats.statuses } };
+    return { ...this.#stats, readmissions: this.#health.readmissions, statuses: { ...this.#stats.statuses } };
+  }
+
+  /** Each rank's real state: connecting, excluded (why, since when), active (source-health.ts). */
+  health(): RankHealth[] {
+    return this.#health.report(this.#state, this.ranks());
   }
 
   /** Stops receiving; the index keeps what was applied. Safe to call twice. */
@@ -166,6 +206,8 @@ export class ZmqKvSource {
     if (this.#state !== SourceState.Closed) {
       this.#state = SourceState.Closed;
       this.#sub.close();
+      this.#health.close();
+      this.#drops.close();
     }
     await this.#loop;
   }
@@ -200,6 +242,7 @@ export class ZmqKvSource {
 
   async #onMessage(frames: Buffer[]): Promise<void> {
     this.#stats.messages++;
+    this.#health.heard();
     if (frames.length !== 3 || frames[1]!.length !== 8) {
       this.#stats.badFrames++;
       this.#warn(new ZmqError(ZmqErrorCode.BadFrame, `expected [topic, seq (8 bytes), payload], got ${frames.length} frames${frames.length === 3 ? ` with a seq of ${frames[1]!.length} bytes` : ''}`), null);
@@ -286,15 +329,17 @@ export class ZmqKvSource {
     this.#stats.gapsUnreplayable++;
     this.#logger?.warn({ endpoint: this.endpoint, ranks: this.ranks(), from, to, why }, 'unreplayable seq gap: clearing the worker\'s ranks and keeping them out of scores');
     // A gap before any batch was applied: the registered rank is the one it concerns.
-    this.#clear(this.#ranks.size > 0 ? this.#ranks : [this.dpRank], true);
+    const ranks = this.#ranks.size > 0 ? this.#ranks : [this.dpRank];
+    this.#clear(ranks, true);
   }
 
   /** Clears each (worker, rank) of `ranks`; `excluded`: kept out of scores until whole again. */
   #clear(ranks: Iterable<number>, excluded: boolean): void {
     for (const rank of ranks) {
       this.#index.clear(this.workerId, rank);
-      this.#index.exclude(this.workerId, rank, excluded);
+      if (!excluded) this.#health.whole(rank);
     }
+    if (excluded) this.#health.excludeAfterGap(ranks);
   }
 
   #apply(rank: number, seq: bigint, batch: EngineBatch): void {
@@ -308,11 +353,10 @@ export class ZmqKvSource {
       }
       const c = this.#converter.convert(ev);
       if (typeof c === 'string') {
-        if (c === 'block_size_mismatch') st.blockSizeMismatch++;
-        else if (c === 'duplicate_hash') st.duplicateHash++;
-        else st.nonFullAttention++;
+        this.#skipped(rank, c, ev);
         continue;
       }
+      if (c.data.type === 'stored') this.#health.sizeOk(rank);
       const status: ApplyStatus = this.#index.apply(this.workerId, rank, c.tier, c.data, seq);
       st.events++;
       st.statuses[status]++;
@@ -320,9 +364,26 @@ export class ZmqKvSource {
       if (c.data.type === 'stored' && status === 'ok') st.storedBlocks += c.data.blocks.length;
       // After AllBlocksCleared the engine's state is empty and every later event is seen:
       // the (worker, rank) is whole again.
-      if (c.data.type === 'cleared') this.#index.exclude(this.workerId, rank, false);
+      if (c.data.type === 'cleared') this.#health.whole(rank);
     }
     this.#ranks.add(rank);
+  }
+
+  /** Counts an event dropped on purpose and reports it (rate-limited, drop-log.ts). */
+  #skipped(rank: number, why: SkipReason, ev: EngineEvent): void {
+    const st = this.#stats;
+    if (why === SkipReason.BlockSizeMismatch) {
+      st.blockSizeMismatch++;
+      const engineBlockSize = ev.kind === 'stored' ? ev.blockSize : null;
+      if (engineBlockSize !== null) this.#health.mismatch(rank, engineBlockSize);
+      this.#drops.note(rank, why, { blockSize: engineBlockSize, registeredBlockSize: this.#converter.blockSize });
+    } else if (why === SkipReason.DuplicateHash) {
+      st.duplicateHash++;
+      this.#drops.note(rank, why, {});
+    } else {
+      st.nonFullAttention++;
+      this.#drops.note(rank, why, { groupIdx: ev.kind === 'removed' || ev.kind === 'stored' ? ev.groupIdx : null, kind: ev.kind === 'stored' ? ev.specKind : null });
+    }
   }
 
   #warn(err: ZmqError, seq: bigint | null): void {
