@@ -85,7 +85,7 @@ export type OnErrorAnswer = (route: string, status: number) => void;
 /**
  * Installs the error handler on `app` (on its encapsulation context: a plugin's routes, or the
  * whole server when `app` is the root). A thrown `KvIndexError` with a `statusCode`
- * (HttpRequestError) is answered with both; any other `KvIndexError` with 400 and its code;
+ * (HttpRequestError) is answered with both; any other `KvIndexError` with 500 and its code;
  * fastify's errors as `fastifyAnswer` maps them; anything else with its 4xx status, or 500
  * `KVX_INTERNAL`, logged as an error with its stack.
  */
@@ -98,7 +98,9 @@ export function answerErrors(app: FastifyInstance, onError: OnErrorAnswer | null
     if (known !== null) {
       ({ status, code } = known);
     } else if (err instanceof KvIndexError) {
-      status = (err as { statusCode?: number }).statusCode ?? 400;
+      // Without a status it came from below the routes (a shard failed, the index closed): the
+      // server's fault, not the request's (the routes wrap the request's in HttpRequestError).
+      status = (err as { statusCode?: number }).statusCode ?? 500;
       code = err.code;
     } else {
       status = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 600 ? err.statusCode : 500;
