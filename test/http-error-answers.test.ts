@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import { EngineRegistry } from '../src/http/engine-registry.js';
 import { startOpsServer, type OpsServer } from '../src/serve/ops-server.js';
+import { quietFastify } from '../src/serve/quiet-fastify.js';
 import { ZmqServeMetrics } from '../src/serve/zmq-metrics.js';
 import { MAIN, ServeProcess } from './support/serve-process.js';
 import { zmqAvailable } from './support/vllm-publisher.js';
@@ -163,6 +164,20 @@ describe('kvindex serve --nats --metrics: error answers of the operations listen
     // No operations route reads a body: 64 KiB at most (fastify's default was 1 MiB).
     expectError(await ask(`${ops.url}/workers/7`, { method: 'DELETE', body: `"${'x'.repeat(65 * 1024)}"`, headers: { 'content-type': 'application/json' } }), 413, 'KVX_HTTP_BODY_TOO_LARGE');
     expectError(await ask(`${ops.url}/%zz`), 400, 'KVX_HTTP_BAD_REQUEST');
+  });
+
+  it('a request not received whole in time: 408 {"error","code"}, then the socket closes', async () => {
+    const app = quietFastify(undefined, { requestTimeoutMs: 300, headersTimeoutMs: 200, checkIntervalMs: 50 });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    try {
+      const url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+      // Headers announce 100 bytes; 1 comes.
+      const text = await rawRequest(url, 'POST /x HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{');
+      expect(text).toMatch(/^HTTP\/1\.1 408 /);
+      expect(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4))).toEqual({ error: 'request not received whole in time', code: 'KVX_HTTP_TIMEOUT' });
+    } finally {
+      await app.close();
+    }
   });
 
   it('a closed index answers 503 with its own code', async () => {

@@ -48,9 +48,10 @@ const DEFAULT_BOUNDS: ConnectionBounds = {
 
 /**
  * A fastify instance with the bounds above; without a logger it logs nothing. Every error it
- * answers, fastify's own included (no route, 415, 413, a bad URL, a malformed request, a
- * timeout), is `{"error","code"}` (src/http/error-answers.ts); a plugin may install its own
- * handlers for its routes.
+ * answers, fastify's own included (415, 413, a bad URL, a malformed request, a timeout), is
+ * `{"error","code"}` (src/http/error-answers.ts); a plugin may install its own handlers for its
+ * routes. The no-route 404 is installed by whoever owns `/` (startOpsServer, the API plugin):
+ * fastify takes one per prefix.
  */
 export function quietFastify(logger?: Logger, bounds: Partial<ConnectionBounds> = {}): FastifyInstance {
   const b = { ...DEFAULT_BOUNDS, ...bounds };
