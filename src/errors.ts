@@ -62,6 +62,26 @@ export const ErrorCode = {
   CorruptInput: 'KVX_CORRUPT_INPUT',
   /** The TLS handshake with the NATS server failed (certificate not trusted, server without TLS, ...). */
   NatsTlsFailed: 'KVX_NATS_TLS_FAILED',
+  /** An HTTP request without a valid bearer token where one is required (401). */
+  HttpUnauthorized: 'KVX_HTTP_UNAUTHORIZED',
+  /** No route for the request's method and path (404). */
+  HttpNoRoute: 'KVX_HTTP_NO_ROUTE',
+  /** The route exists but what it names does not: a (model, tenant), a worker (404). */
+  HttpNotFound: 'KVX_HTTP_NOT_FOUND',
+  /** The request conflicts with the server's state: another block size, a repeated registration (409). */
+  HttpConflict: 'KVX_HTTP_CONFLICT',
+  /** The request body is larger than the route accepts (413). */
+  HttpBodyTooLarge: 'KVX_HTTP_BODY_TOO_LARGE',
+  /** The request body is not sent as `application/json`, or its content type is missing (415). */
+  HttpUnsupportedMediaType: 'KVX_HTTP_UNSUPPORTED_MEDIA_TYPE',
+  /** The request did not arrive whole in time (408; the connection closes). */
+  HttpTimeout: 'KVX_HTTP_TIMEOUT',
+  /** The request's headers are larger than the server reads (431; the connection closes). */
+  HttpHeadersTooLarge: 'KVX_HTTP_HEADERS_TOO_LARGE',
+  /** The server cannot serve the request now; it may be retried (503). */
+  HttpUnavailable: 'KVX_HTTP_UNAVAILABLE',
+  /** A failure of the server itself (500); the log line carries the detail. */
+  Internal: 'KVX_INTERNAL',
 } as const;
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

@@ -70,7 +70,7 @@ describe.skipIf(!(await zmqAvailable()))('standalone indexer metrics', () => {
     expect((await post('/query', '{"token_ids":[1]}')).status).toBe(400);
     const unknown = await fetch(`${url}/nope`);
     expect(unknown.status).toBe(404);
-    expect(await unknown.json()).toEqual({ error: 'no route GET "/nope"' });
+    expect(await unknown.json()).toEqual({ error: 'no route GET "/nope"', code: 'KVX_HTTP_NO_ROUTE' });
     const longName = await post('/query', `{"token_ids":[5,6,7,8],"model_name":"${'x'.repeat(100_000)}"}`);
     expect(longName.status).toBe(404);
     expect((await longName.text()).length).toBeLessThan(200);

@@ -19,7 +19,7 @@ import { startOpsServer, type OpsServer } from '../src/serve/ops-server.js';
 import { generateStream } from './support/event-gen.js';
 import { captureLog } from './support/log-capture.js';
 import { NATS_SKIP_MESSAGE, natsServerInstalled, useNatsServer } from './support/nats-server.js';
-import { parsePrometheusText, samples, value } from './support/prometheus-text.js';
+import { LOOKUP_LE, parsePrometheusText, samples, value } from './support/prometheus-text.js';
 
 const installed = natsServerInstalled();
 if (!installed) console.warn(NATS_SKIP_MESSAGE);
@@ -103,6 +103,8 @@ describe.skipIf(!installed)('serve operations', () => {
       expect(value(all, 'kvindex_tokens_lookups_cut_short_total')).toBe(1);
       expect(ix.firstBlockMisses).toBe(1);
       expect(value(all, 'dynamo_router_overhead_indexer_find_matches_ms_count', { router_id: sub.consumerName })).toBe(6);
+      // The bounds print as Dynamo's decimals (prom-client's exponentialBuckets printed 7.290000000000001).
+      expect(samples(all, 'dynamo_router_overhead_indexer_find_matches_ms_bucket').map((s) => s.labels.le)).toEqual(LOOKUP_LE);
       // The stream has more workers than the cap of 1: one series only.
       expect(sum((s) => s.workers)).toBeGreaterThan(1);
       expect(samples(all, 'kvindex_worker_last_event_id')).toHaveLength(1);

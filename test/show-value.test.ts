@@ -1,6 +1,6 @@
 /** showValue: a short text of any value for error messages, never throwing. */
 import { describe, expect, it } from 'vitest';
-import { showValue } from '../src/protocol/show-value.js';
+import { clipText, ECHO_MAX_CHARS, showValue } from '../src/protocol/show-value.js';
 
 describe('showValue', () => {
   it('shows scalars, quotes and cuts strings, names containers', () => {
@@ -11,7 +11,7 @@ describe('showValue', () => {
     expect(showValue(undefined)).toBe('undefined');
     expect(showValue(null)).toBe('null');
     expect(showValue('a"b')).toBe('"a\\"b"');
-    expect(showValue('x'.repeat(100))).toBe(`"${'x'.repeat(40)}..."`);
+    expect(showValue('x'.repeat(100))).toBe(`"${'x'.repeat(40)}"... (100 bytes)`);
     expect(showValue([1, 2])).toBe('an array of 2');
     expect(showValue({ a: 1 })).toBe('an object');
     expect(showValue(Symbol('s'))).toBe('a symbol');
@@ -28,5 +28,15 @@ describe('showValue', () => {
     expect(showValue(deep)).toBe('an array of 1');
     const hostile = { toString: () => { throw new Error('no'); } };
     expect(showValue(hostile)).toBe('an object');
+  });
+
+  it('clipText: short text unchanged, long text cut with its UTF-8 length, never half a surrogate pair', () => {
+    expect(clipText('tcp://127.0.0.1:5557')).toBe('tcp://127.0.0.1:5557');
+    expect(clipText('x'.repeat(ECHO_MAX_CHARS))).toBe('x'.repeat(ECHO_MAX_CHARS));
+    const big = 'x'.repeat(5 * 1024 * 1024);
+    expect(clipText(big)).toBe(`${'x'.repeat(ECHO_MAX_CHARS)}... (5242880 bytes)`);
+    // 'é' is 2 bytes in UTF-8; an emoji is 2 UTF-16 units and 4 bytes.
+    expect(clipText('é'.repeat(10), 4)).toBe('éééé... (20 bytes)');
+    expect(clipText(`abc${'\u{1F600}'.repeat(3)}`, 4)).toBe('abc... (15 bytes)');
   });
 });

@@ -14,7 +14,7 @@ import { KvRouteService } from '../nats/route-service.js';
 import { KvEventSubscriber } from '../nats/subscriber.js';
 import { checkEncoding } from '../nats/snapshot.js';
 import { leaseMsProblem } from '../nats/snapshot-lease.js';
-import { reason } from '../nats/errors.js';
+import { errorFields, reason } from '../nats/errors.js';
 import { MAX_NANOS_S, MAX_TIMER_MS } from '../protocol/time-limits.js';
 import { ErrorCode, KvIndexError } from '../errors.js';
 import type { NatsAuthOptions } from '../nats/auth.js';
@@ -291,7 +291,7 @@ export async function main(args: string[]): Promise<number> {
         logger,
       );
     } catch (err) {
-      logger.error({ err: reason(err), address: a.metrics }, 'kvindex serve could not start its metrics server');
+      logger.error({ ...errorFields(err), address: a.metrics }, 'kvindex serve could not start its metrics server');
       await indexer.close();
       return 1;
     }
@@ -321,7 +321,7 @@ export async function main(args: string[]): Promise<number> {
       logger,
     });
   } catch (err) {
-    logger.error({ code: (err as { code?: unknown }).code, err: reason(err) }, 'kvindex serve could not start');
+    logger.error(errorFields(err), 'kvindex serve could not start');
     await http?.close();
     await indexer.close();
     // A socket some library left open must not hold the exit for the OS's connect timeout.

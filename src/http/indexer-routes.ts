@@ -2,8 +2,8 @@
  * The HTTP API of Dynamo's standalone indexer (`dynamo.indexer`), on a fastify instance given
  * by the caller, so the same server can carry other routes (metrics, readiness). The routes
  * live in an encapsulated plugin: its JSON parser (lossless: u64 ids and i64 hashes stay
- * exact), its error handler (`{"error": "..."}`, as Dynamo's) and its bearer-token check do
- * not leak into the rest of the server.
+ * exact), its error handler (`{"error": "...", "code": "KVX_..."}`: Dynamo's key and a stable
+ * code, error-answers.ts) and its bearer-token check do not leak into the rest of the server.
  *
  * POST /register, /unregister (mutating: the bearer token, when set, guards them),
  * GET /workers, POST /query, POST /query_by_hash, GET /dump, GET /health; kvindex's GET /ready
@@ -16,7 +16,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { parseJsonLossless } from '../protocol/json-value.js';
-import { showValue } from '../protocol/show-value.js';
 import type { EngineRegistry } from './engine-registry.js';
 import { engineReadiness, type EngineReadiness } from './engine-readiness.js';
 import { formatRouteDecision } from '../router/decision-json.js';
@@ -25,11 +24,12 @@ import type { KvRouter, RouteOptions } from '../router/kv-router.js';
 import { QueryBodyReader } from './query-body.js';
 import { HttpRequestError, modelTenant, readQuery, readQueryByHash, readRegister, readRequestRef, readRoute, readUnregister } from './requests.js';
 import { dumpJson, scoresJson, workersJson } from './responses.js';
+import { answerErrors, answerNoRoute, JSON_TYPE, sendError } from './error-answers.js';
 
 export interface IndexerRoutesOptions {
-  /** When set, POST /register and /unregister need `Authorization: Bearer <token>`. */
+  /** When set, POST /register, /unregister, /route, /mark_prefill and /free need `Authorization: Bearer <token>`. */
   token?: string | null;
-  /** Largest request body in bytes (default 8 MiB, Dynamo's limit for /query). */
+  /** Largest body of /query, /query_by_hash and /route, bytes (default 8 MiB, Dynamo's limit for /query). */
   bodyLimit?: number;
   /** Told each answered lookup's handling time (parse, hash, look up, serialize), ms. */
   onQuery?: (route: '/query' | '/query_by_hash', ms: number) => void;
@@ -42,47 +42,49 @@ export interface IndexerRoutesOptions {
   readiness?: () => EngineReadiness;
 }
 
-const JSON_TYPE = 'application/json; charset=utf-8';
+/**
+ * Largest body of the routes that carry no token list (/register, /unregister, /mark_prefill,
+ * /free), bytes. Their bodies are a few names and ids (a /register is ~200 bytes; its strings
+ * are at most 1,024 characters each: requests.ts), so 64 KiB is ample, and a client cannot make
+ * the server buffer and parse 8 MiB to be told a field is wrong.
+ */
+export const SMALL_BODY_LIMIT = 64 * 1024;
 
 /** Registers the standalone indexer routes on `app` (call before `app.listen`). */
 export async function registerIndexerRoutes(app: FastifyInstance, registry: EngineRegistry, options: IndexerRoutesOptions = {}): Promise<void> {
   const bodyLimit = options.bodyLimit ?? 8 * 1024 * 1024;
   const token = options.token == null || options.token === '' ? null : Buffer.from(`Bearer ${options.token}`);
   await app.register(async (api) => {
-    api.removeContentTypeParser('application/json');
+    // JSON only: fastify's text/plain parser handed a string to the routes, which answered 400
+    // "expected a JSON body"; a body of another type or of none is now 415 before it is read.
+    api.removeAllContentTypeParsers();
     // The body stays bytes; each route parses it: losslessly where it carries u64/i64 values,
     // with JSON.parse for /query, whose numbers are u32 tokens (a 1,024-token body: 9 us
     // against 44 us lossless, which makes a bigint per token).
-    api.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_req, body, done) => done(null, body));
+    api.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
     const onError = options.onError ?? null;
-    api.setErrorHandler((err: Error & { statusCode?: number }, req, reply) => {
-      const status = err instanceof HttpRequestError ? err.statusCode : (err.statusCode ?? 500);
-      if (status >= 500) req.log.error({ err }, 'indexer route failed');
-      onError?.(req.routeOptions.url ?? 'unmatched', status);
-      void reply.code(status).type(JSON_TYPE).send(JSON.stringify({ error: err.message }));
-    });
-    // fastify's own 404 body is {"message","error","statusCode"}: every answer here is {"error"}.
-    api.setNotFoundHandler((req, reply) => {
-      onError?.('unmatched', 404);
-      void reply.code(404).type(JSON_TYPE).send(JSON.stringify({ error: `no route ${req.method} ${showValue(req.url)}` }));
-    });
+    // Every error, fastify's included, is {"error","code"} (error-answers.ts).
+    answerErrors(api, onError);
+    answerNoRoute(api, onError);
 
     const auth = async (req: FastifyRequest, reply: FastifyReply): Promise<void> => {
       if (token === null) return;
       const got = Buffer.from(req.headers.authorization ?? '');
       if (got.length !== token.length || !timingSafeEqual(got, token)) {
         onError?.(req.routeOptions.url ?? 'unmatched', 401);
-        await reply.code(401).type(JSON_TYPE).send('{"error":"unauthorized"}');
+        await sendError(reply, 401, ErrorCode.HttpUnauthorized, 'unauthorized');
       }
     };
     const ok = (reply: FastifyReply, status: number): FastifyReply => reply.code(status).type(JSON_TYPE).send('{"status":"ok"}');
 
-    api.post('/register', { onRequest: auth }, async (req, reply) => {
+    // Each route states its limit (a 413 names it: error-answers.ts).
+    const small = { onRequest: auth, bodyLimit: Math.min(SMALL_BODY_LIMIT, bodyLimit) };
+    api.post('/register', small, async (req, reply) => {
       await registry.register(readRegister(lossless(req.body)));
       return ok(reply, 201);
     });
 
-    api.post('/unregister', { onRequest: auth }, async (req, reply) => {
+    api.post('/unregister', small, async (req, reply) => {
       const n = await registry.unregister(readUnregister(lossless(req.body)));
       if (n === 0) throw new HttpRequestError('worker not found', 404);
       return ok(reply, 200);
@@ -92,7 +94,7 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
 
     const onQuery = options.onQuery ?? null;
     const queryBodies = new QueryBodyReader();
-    api.post('/query', async (req, reply) => {
+    api.post('/query', { bodyLimit }, async (req, reply) => {
       const t0 = onQuery === null ? 0 : performance.now();
       // The usual body shape is read from its bytes (query-body.ts); anything else the general way.
       const q = queryBodies.read(bytes(req.body)) ?? readQuery(plain(req.body));
@@ -103,7 +105,7 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
       return reply.type(JSON_TYPE).send(body);
     });
 
-    api.post('/query_by_hash', async (req, reply) => {
+    api.post('/query_by_hash', { bodyLimit }, async (req, reply) => {
       const t0 = onQuery === null ? 0 : performance.now();
       const q = readQueryByHash(lossless(req.body));
       const entry = registry.index(q.modelName, q.tenantId);
@@ -113,12 +115,12 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
       return reply.type(JSON_TYPE).send(body);
     });
 
-    api.post('/route', { onRequest: auth }, async (req, reply) => {
+    api.post('/route', { onRequest: auth, bodyLimit }, async (req, reply) => {
       const r = readRoute(plain(req.body));
       const router = registry.router(r.modelName, r.tenantId);
       if (router === undefined) throw new HttpRequestError(`no index for ${modelTenant(r.modelName, r.tenantId)}`, 404);
       const candidates = registry.candidates(r.modelName, r.tenantId);
-      if (candidates.length === 0) throw new HttpRequestError(`no worker registered for ${modelTenant(r.modelName, r.tenantId)}`, 503);
+      if (candidates.length === 0) throw new HttpRequestError(`no worker registered for ${modelTenant(r.modelName, r.tenantId)}`, 503, ErrorCode.NoWorkers);
       const options: RouteOptions = { candidates, loraName: r.loraName, overrides: r.overrides };
       if (r.requestId !== null) options.requestId = r.requestId;
       if (r.expectedOutputTokens !== null) options.expectedOutputTokens = r.expectedOutputTokens;
@@ -127,7 +129,7 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
       } catch (err) {
         // The router's typed errors are the request's fault: a repeated id conflicts (409).
         if (!(err instanceof KvIndexError)) throw err;
-        throw new HttpRequestError(err.message, err.code === ErrorCode.DuplicateRequest ? 409 : 400);
+        throw new HttpRequestError(err.message, err.code === ErrorCode.DuplicateRequest ? 409 : 400, err.code);
       }
     });
 
@@ -136,7 +138,7 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
       ['/free', (router, id) => router.free(id)],
     ];
     for (const [path, act] of acts) {
-      api.post(path, { onRequest: auth }, async (req, reply) => {
+      api.post(path, small, async (req, reply) => {
         const r = readRequestRef(plain(req.body));
         const router = registry.router(r.modelName, r.tenantId);
         if (router === undefined) throw new HttpRequestError(`no index for ${modelTenant(r.modelName, r.tenantId)}`, 404);
@@ -157,7 +159,7 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
 }
 
 function bytes(body: unknown): Buffer {
-  if (!Buffer.isBuffer(body)) throw new HttpRequestError('expected a JSON body (content-type: application/json)');
+  if (!Buffer.isBuffer(body)) throw new HttpRequestError('expected a JSON body (content-type: application/json)', 415);
   return body;
 }
 

@@ -9,14 +9,16 @@
 import type { RouteOverrides } from '../router/select-worker.js';
 import { showValue } from '../protocol/show-value.js';
 import { ErrorCode, KvIndexError } from '../errors.js';
+import { codeForStatus } from './error-answers.js';
 import type { JsonValue } from '../protocol/json-value.js';
 
 export class HttpRequestError extends KvIndexError {
   /** The HTTP status of the answer. */
   readonly statusCode: number;
 
-  constructor(message: string, statusCode = 400) {
-    super(ErrorCode.HttpBadRequest, message);
+  /** `code` defaults to the status's (`KVX_HTTP_NOT_FOUND` for 404, ...: error-answers.ts). */
+  constructor(message: string, statusCode = 400, code: ErrorCode = codeForStatus(statusCode)) {
+    super(code, message);
     this.name = 'HttpRequestError';
     this.statusCode = statusCode;
   }
@@ -97,18 +99,32 @@ function optU32(o: Obj, key: string): number | null {
 
 const U64_MAX = (1n << 64n) - 1n;
 
+/**
+ * Longest string a registration keeps, in characters. What /register stores is printed again and
+ * again: in /workers, in log lines, and as Prometheus label values (`model`, `tenant`) of every
+ * scrape; a tcp endpoint is at most a 253-character host name and a port, an ipc path at most
+ * 107 bytes on Linux (sun_path), and model names are tens of characters. Dynamo sets no limit.
+ */
+export const REGISTER_MAX_CHARS = 1024;
+
+/** `str`/`optStr`, at most `REGISTER_MAX_CHARS` characters. */
+function bounded<T extends string | null>(key: string, v: T): T {
+  if (v !== null && v.length > REGISTER_MAX_CHARS) throw new HttpRequestError(`${key}: expected at most ${REGISTER_MAX_CHARS} characters, got ${showValue(v)}`);
+  return v;
+}
+
 export function readRegister(body: unknown): RegisterRequest {
   const o = object(body);
   const blockSize = Number(int(o, 'block_size', 0xffff_ffffn));
   if (blockSize === 0) throw new HttpRequestError('block_size: expected at least 1');
   return {
     instanceId: int(o, 'instance_id', U64_MAX),
-    endpoint: str(o, 'endpoint'),
-    modelName: str(o, 'model_name'),
+    endpoint: bounded('endpoint', str(o, 'endpoint')),
+    modelName: bounded('model_name', str(o, 'model_name')),
     blockSize,
-    tenantId: optStr(o, 'tenant_id') ?? DEFAULT_TENANT,
+    tenantId: bounded('tenant_id', optStr(o, 'tenant_id')) ?? DEFAULT_TENANT,
     dpRank: optU32(o, 'dp_rank') ?? 0,
-    replayEndpoint: optStr(o, 'replay_endpoint'),
+    replayEndpoint: bounded('replay_endpoint', optStr(o, 'replay_endpoint')),
   };
 }
 

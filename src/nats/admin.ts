@@ -11,10 +11,9 @@
 
 import type { NatsConnection, Subscription } from 'nats';
 import type { Logger } from 'pino';
-import { KvIndexError } from '../errors.js';
 import { parseJsonLossless, type JsonObject } from '../protocol/json-value.js';
 import { U64_MAX } from '../protocol/types.js';
-import { NatsError, NatsErrorCode, reason } from './errors.js';
+import { NatsError, NatsErrorCode, errorFields, errorReply, reason } from './errors.js';
 
 const encoder = new TextEncoder();
 
@@ -39,7 +38,7 @@ export function startAdminService(nc: NatsConnection, subject: string, remove: (
   return nc.subscribe(subject, {
     callback: (err, m) => {
       if (err !== null) {
-        logger?.warn({ subject, err: reason(err) }, 'admin subscription failed');
+        logger?.warn({ subject, ...errorFields(err) }, 'admin subscription failed');
         return;
       }
       void (async () => {
@@ -49,8 +48,7 @@ export function startAdminService(nc: NatsConnection, subject: string, remove: (
           const known = await remove(id);
           reply = `{"removed":"${id.toString()}","known":${known}}`;
         } catch (e) {
-          const code = e instanceof KvIndexError ? e.code : 'KVX_INTERNAL';
-          reply = JSON.stringify({ error: { code, message: reason(e) } });
+          reply = errorReply(e);
         }
         if (m.reply) m.respond(encoder.encode(reply));
       })();

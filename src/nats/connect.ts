@@ -22,7 +22,7 @@ import type { Logger } from 'pino';
 import { ErrorCode, KvIndexError } from '../errors.js';
 import { showValue } from '../protocol/show-value.js';
 import { MAX_TIMER_MS } from '../protocol/time-limits.js';
-import { API_CONSUMER_NOT_FOUND, API_STREAM_NOT_FOUND, NatsError, NatsErrorCode, isApiError, reason } from './errors.js';
+import { API_CONSUMER_NOT_FOUND, API_STREAM_NOT_FOUND, NatsError, NatsErrorCode, errorFields, isApiError, reason } from './errors.js';
 import type { KvNames } from './names.js';
 import { redactUrl, resolveAuth, scrub, type NatsAuthOptions } from './auth.js';
 
@@ -332,7 +332,7 @@ export async function retryStartup<T>(what: string, step: () => Promise<T>, logg
       const codes = natsCodes(err);
       const passing = codes.some((c) => c === 'TIMEOUT' || c === 'DISCONNECT' || (c === '503' && !noRespondersIsFinal));
       if (!passing || Date.now() + 250 > deadline) throw err;
-      logger?.warn({ step: what, attempt, err: reason(err) }, 'start-up step failed on a NATS outage: retrying');
+      logger?.warn({ step: what, attempt, ...errorFields(err) }, 'start-up step failed on a NATS outage: retrying');
       await sleep(250);
     }
   }

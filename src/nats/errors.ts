@@ -4,6 +4,7 @@
  */
 
 import { ErrorCode, KvIndexError } from '../errors.js';
+import { clipText } from '../protocol/show-value.js';
 
 /** The NATS subset of `ErrorCode`, under short names. */
 export const NatsErrorCode = {
@@ -25,13 +26,39 @@ export class NatsError extends KvIndexError {
   }
 }
 
-/** The message of an unknown thrown value, for wrapping. */
+/**
+ * The text of an unknown thrown value, for a message that wraps it or a log field. A library's
+ * error (nats.js: `TIMEOUT`, `503`; Node: `ECONNREFUSED`) gets its code appended, which its
+ * message often lacks. A kvindex error is its message alone: its `KVX_` code is printed once, in
+ * its own place (the CLI's `[code]`, a log line's `code` field: `errorFields`, a reply's
+ * `error.code`: `errorReply`), and the code of a wrapped kvindex error stays on `cause`. (It was
+ * appended here too, so every such line printed it twice: `"code":"KVX_NATS_UNREACHABLE",
+ * "err":"cannot reach NATS ... (KVX_NATS_UNREACHABLE)"`, and each reply's `message` ended with the
+ * `code` beside it.)
+ */
 export function reason(err: unknown): string {
+  if (err instanceof KvIndexError) return err.message;
   if (err instanceof Error) {
     const code = (err as { code?: unknown }).code;
     return typeof code === 'string' && code !== '' && !err.message.includes(code) ? `${err.message} (${code})` : err.message;
   }
   return String(err);
+}
+
+/** The fields of a log line about `err`: `code` for a kvindex error, and `err`, its text (`reason`). */
+export function errorFields(err: unknown): { code?: ErrorCode; err: string } {
+  return err instanceof KvIndexError ? { code: err.code, err: err.message } : { err: reason(err) };
+}
+
+/**
+ * The error reply of the NATS request/reply services (findMatches, route, admin):
+ * `{"error":{"code":"KVX_...","message":"..."}}`, `KVX_INTERNAL` for an error that is not
+ * kvindex's. The message is clipped (a request's values are quoted clipped where they are
+ * quoted; this is the net under any that is not: a reply past max_payload is not sent).
+ */
+export function errorReply(err: unknown): string {
+  const code = err instanceof KvIndexError ? err.code : ErrorCode.Internal;
+  return JSON.stringify({ error: { code, message: clipText(reason(err), 1024) } });
 }
 
 /** True for a JetStream API error with this `err_code` (10059 stream, 10014 consumer not found). */

@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import { EventParseError, type KvIndexError } from '../errors.js';
 import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
 import { DeliveryTracker, explainGap, type GapReport } from './delivery.js';
-import { API_NO_MESSAGE, isApiError, reason } from './errors.js';
+import { API_NO_MESSAGE, errorFields, isApiError } from './errors.js';
 import { EVENT_TYPES, readEventHeader, type EventHeader } from './event-header.js';
 import type { ReadinessTracker } from './readiness.js';
 import { WorkerActivity } from './worker-activity.js';
@@ -91,7 +91,7 @@ export class MessageIntake {
         ),
       );
     } catch (err) {
-      this.logger?.warn({ from, to, err: reason(err) }, 'cannot tell where skipped stream sequences went: recreating the consumer after the last applied sequence');
+      this.logger?.warn({ from, to, ...errorFields(err) }, 'cannot tell where skipped stream sequences went: recreating the consumer after the last applied sequence');
       this.onLost();
       return false;
     }

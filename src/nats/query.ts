@@ -35,13 +35,12 @@
 
 import type { Msg, NatsConnection, Subscription } from 'nats';
 import type { Logger } from 'pino';
-import { KvIndexError } from '../errors.js';
 import type { BlockHashOptions } from '../hash/block-hash.js';
 import { parseJsonLossless, type JsonObject, type JsonValue } from '../protocol/json-value.js';
 import { U64_MAX, type OverlapScores } from '../protocol/types.js';
 import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
-import { NatsError, NatsErrorCode, reason } from './errors.js';
-import { showValue } from '../protocol/show-value.js';
+import { NatsError, NatsErrorCode, errorFields, errorReply, reason } from './errors.js';
+import { clipText, showValue } from '../protocol/show-value.js';
 import { replySafely } from './reply.js';
 
 /** A parsed findMatches request. */
@@ -141,10 +140,6 @@ export function formatFindReply(scores: OverlapScores, streamSeq: number | null)
   return s + '},"frequencies":[' + scores.frequencies.join(',') + '],"stream_seq":' + (streamSeq === null ? 'null' : String(streamSeq)) + '}';
 }
 
-function formatError(err: unknown): string {
-  const code = err instanceof KvIndexError ? err.code : 'KVX_INTERNAL';
-  return JSON.stringify({ error: { code, message: reason(err) } });
-}
 
 /** Answers findMatches requests for one indexer on one subject. */
 export class KvQueryService {
@@ -179,9 +174,9 @@ export class KvQueryService {
         reply = formatFindReply(scores, seq);
         if (service !== null) service.served++;
       } catch (err) {
-        reply = formatError(err);
+        reply = errorReply(err);
         if (service !== null) service.failed++;
-        logger?.debug({ subject, err: reason(err) }, 'findMatches request failed');
+        logger?.debug({ subject, ...errorFields(err) }, 'findMatches request failed');
       }
       replySafely(m, reply, subject, logger);
     };
@@ -189,7 +184,7 @@ export class KvQueryService {
       ...(queue === null ? {} : { queue }),
       callback: (err, m) => {
         if (err !== null) {
-          logger?.warn({ subject, err: reason(err) }, 'query subscription failed');
+          logger?.warn({ subject, ...errorFields(err) }, 'query subscription failed');
           return;
         }
         void answer(m);
@@ -258,8 +253,12 @@ export async function requestFindMatches(
   const obj = value as JsonObject;
   const error = obj['error'];
   if (error !== undefined) {
-    const e = error as JsonObject;
-    bad(`findMatches on ${subject} failed: [${showValue(e['code'])}] ${showValue(e['message'])}`);
+    // The service's message, and its code when it is not the one thrown here: printed as
+    // `[KVX_NATS_BAD_QUERY] ... failed: [KVX_NATS_BAD_QUERY] ...` it read twice.
+    const e = (typeof error === 'object' && error !== null ? error : {}) as JsonObject;
+    const text = typeof e['message'] === 'string' ? clipText(e['message']) : showValue(e['message']);
+    const code = typeof e['code'] === 'string' ? clipText(e['code'], 40) : showValue(e['code']);
+    bad(`findMatches on ${subject} failed: ${text}${code === NatsErrorCode.BadQuery ? '' : ` (the service's code: ${code})`}`);
   }
   const scores = new Map<bigint, number>();
   const raw = obj['scores'];

@@ -8,7 +8,8 @@
  */
 import type { Msg } from 'nats';
 import type { Logger } from 'pino';
-import { reason } from './errors.js';
+import { ErrorCode } from '../errors.js';
+import { errorFields, reason } from './errors.js';
 
 const encoder = new TextEncoder();
 
@@ -18,9 +19,9 @@ export function replySafely(m: Msg, reply: string, subject: string, logger: Logg
     m.respond(encoder.encode(reply));
   } catch (err) {
     const why = reason(err);
-    logger?.warn({ subject, bytes: reply.length, err: why }, 'reply not sent');
+    logger?.warn({ subject, bytes: reply.length, ...errorFields(err) }, 'reply not sent');
     try {
-      m.respond(encoder.encode(JSON.stringify({ error: { code: 'KVX_INTERNAL', message: `reply of ${reply.length} bytes not sent: ${why}` } })));
+      m.respond(encoder.encode(JSON.stringify({ error: { code: ErrorCode.Internal, message: `reply of ${reply.length} bytes not sent: ${why}` } })));
     } catch {
       // The connection itself failed: the requester times out, the service goes on.
     }

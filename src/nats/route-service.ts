@@ -23,14 +23,13 @@
 import { randomBytes } from 'node:crypto';
 import type { Msg, NatsConnection, Subscription } from 'nats';
 import type { Logger } from 'pino';
-import { KvIndexError } from '../errors.js';
 import type { JsonObject, JsonValue } from '../protocol/json-value.js';
 import { showValue } from '../protocol/show-value.js';
 import { KvRouter, type KvRouterOptions, type RouteOptions } from '../router/kv-router.js';
 import { formatRouteDecision } from '../router/decision-json.js';
 import { formatActiveSequenceEvent, parseActiveSequenceEvent } from '../router/sequence-event.js';
 import type { RouteOverrides } from '../router/select-worker.js';
-import { NatsError, NatsErrorCode, reason } from './errors.js';
+import { NatsError, NatsErrorCode, errorFields, errorReply } from './errors.js';
 import type { KvNames } from './names.js';
 import { replySafely } from './reply.js';
 import { parseFindRequest, parseRequestObject } from './query.js';
@@ -92,10 +91,6 @@ function overridesOf(v: JsonValue | undefined): RouteOverrides | null {
   return out;
 }
 
-function formatError(err: unknown): string {
-  const code = err instanceof KvIndexError ? err.code : 'KVX_INTERNAL';
-  return JSON.stringify({ error: { code, message: reason(err) } });
-}
 
 /** Serves routing decisions for one indexer; `router` is the replica's `KvRouter`. */
 export class KvRouteService {
@@ -136,7 +131,7 @@ export class KvRouteService {
           nc.publish(subjects.sequences, encoder.encode(formatActiveSequenceEvent(e)));
         } catch (err) {
           if (service !== null) service.#unshared++;
-          logger?.warn({ subject: subjects.sequences, requestId: showValue(e.requestId), type: e.data.type, err: reason(err) }, 'active sequence event not shared with replicas');
+          logger?.warn({ subject: subjects.sequences, requestId: showValue(e.requestId), type: e.data.type, ...errorFields(err) }, 'active sequence event not shared with replicas');
         }
       },
     });
@@ -145,7 +140,7 @@ export class KvRouteService {
         ...(queue === null ? {} : { queue }),
         callback: (err, m: Msg) => {
           if (err !== null) {
-            logger?.warn({ subject, err: reason(err) }, 'route subscription failed');
+            logger?.warn({ subject, ...errorFields(err) }, 'route subscription failed');
             return;
           }
           let reply: string;
@@ -153,9 +148,9 @@ export class KvRouteService {
             reply = handle(parseRequestObject(m.data), m.data);
             if (service !== null) service.#served++;
           } catch (e) {
-            reply = formatError(e);
+            reply = errorReply(e);
             if (service !== null) service.#failed++;
-            logger?.debug({ subject, err: reason(e) }, 'route request failed');
+            logger?.debug({ subject, ...errorFields(e) }, 'route request failed');
           }
           replySafely(m, reply, subject, logger);
         },
@@ -184,7 +179,7 @@ export class KvRouteService {
             router.sequences.applyEvent(e);
             if (service !== null) service.#replicaEvents++;
           } catch (e) {
-            logger?.warn({ subject: subjects.sequences, err: reason(e) }, 'bad active sequence event');
+            logger?.warn({ subject: subjects.sequences, ...errorFields(e) }, 'bad active sequence event');
           }
         },
       }),

@@ -16,7 +16,7 @@
 import type { JetStreamClient, KV } from 'nats';
 import type { Logger } from 'pino';
 import { MAX_TIMER_MS } from '../protocol/time-limits.js';
-import { reason, isApiError } from './errors.js';
+import { errorFields, isApiError } from './errors.js';
 
 /** Default time to live of the lease, ms: far longer than a snapshot takes (seconds at most). */
 export const DEFAULT_LEASE_MS = 60_000;
@@ -63,7 +63,7 @@ export class SnapshotLease {
       return { revision };
     } catch (err) {
       if (isApiError(err, API_WRONG_LAST_SEQUENCE)) return 'busy';
-      this.logger?.warn({ bucket: this.bucket, err: reason(err) }, 'snapshot lease could not be taken: snapshotting without it');
+      this.logger?.warn({ bucket: this.bucket, ...errorFields(err) }, 'snapshot lease could not be taken: snapshotting without it');
       return 'none';
     }
   }
@@ -80,7 +80,7 @@ export class SnapshotLease {
     } catch (err) {
       // Expired and taken by another router (its revision is newer), or NATS failed: the lease
       // then ends with its time to live.
-      this.logger?.debug({ bucket: this.bucket, err: reason(err) }, 'snapshot lease not released');
+      this.logger?.debug({ bucket: this.bucket, ...errorFields(err) }, 'snapshot lease not released');
     }
   }
 
@@ -96,7 +96,7 @@ export class SnapshotLease {
         // The server refused (an API error: permissions, limits): no lease from now on. A
         // timeout or a lost connection: none this time, try again at the next snapshot.
         const refused = (bindErr as { api_error?: unknown }).api_error !== undefined || (err as { api_error?: unknown }).api_error !== undefined;
-        this.logger?.warn({ bucket: this.bucket, err: reason(err) }, `snapshot lease bucket unavailable: snapshotting without a lease${refused ? '' : ' this time'}`);
+        this.logger?.warn({ bucket: this.bucket, ...errorFields(err) }, `snapshot lease bucket unavailable: snapshotting without a lease${refused ? '' : ' this time'}`);
         if (refused) this.#kv = null;
         return null;
       }

@@ -7,7 +7,7 @@
 import type { Logger } from 'pino';
 import type { SnapshotEncoding } from '../protocol/types.js';
 import { wrap } from './connect.js';
-import { reason } from './errors.js';
+import { errorFields } from './errors.js';
 import { takeSnapshot, type SnapshotContext, type SnapshotReport } from './snapshot.js';
 
 export class SnapshotScheduler {
@@ -119,8 +119,8 @@ export class SnapshotScheduler {
         this.failing = false;
       },
       (err: unknown) => {
-        if (this.failing) this.logger?.debug({ err: reason(err) }, 'snapshot failed');
-        else this.logger?.warn({ err: reason(err) }, 'snapshot failed');
+        if (this.failing) this.logger?.debug({ ...errorFields(err) }, 'snapshot failed');
+        else this.logger?.warn({ ...errorFields(err) }, 'snapshot failed');
         this.failing = true;
       },
     );

@@ -23,7 +23,7 @@ import { iterateSnapshot } from '../protocol/snapshot-reader.js';
 import type { RouterEvent, SnapshotEncoding } from '../protocol/types.js';
 import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
 import { sleep, wrap } from './connect.js';
-import { API_STREAM_NOT_FOUND, NatsError, NatsErrorCode, isApiError, reason } from './errors.js';
+import { API_STREAM_NOT_FOUND, NatsError, NatsErrorCode, errorFields, isApiError, reason } from './errors.js';
 import type { KvNames } from './names.js';
 import type { SnapshotLease } from './snapshot-lease.js';
 
@@ -388,7 +388,7 @@ export async function restoreSnapshot(ctx: SnapshotContext, resetStates: boolean
       throw wrap(`purge ${names.stream}`, err);
     }
     const deleted = await deleteBucket(jsm, names).catch((err: unknown) => {
-      logger?.warn({ bucket: names.bucket, err: reason(err) }, 'could not delete the snapshot bucket');
+      logger?.warn({ bucket: names.bucket, ...errorFields(err) }, 'could not delete the snapshot bucket');
       return false;
     });
     logger?.info(

@@ -31,7 +31,7 @@ import type { Logger } from 'pino';
 import { ErrorCode, KvIndexError } from '../errors.js';
 import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
 import { connectNats, createDurableConsumer, ensureStream, openJetStream, retryStartup, sleep } from './connect.js';
-import { API_CONSUMER_NOT_FOUND, isApiError, reason } from './errors.js';
+import { API_CONSUMER_NOT_FOUND, errorFields, isApiError, reason } from './errors.js';
 import { MessageIntake } from './intake.js';
 import { kvNames, type KvNames } from './names.js';
 import { restoreSnapshot, type RestoreReport, type SnapshotReport } from './snapshot.js';
@@ -291,7 +291,7 @@ export class KvEventSubscriber {
       if (this.stopping) return;
       for (const id of this.intake.workers.idle(Date.now(), idleMs)) {
         void this.removeWorker(id, `no event for ${idleMs} ms`).catch((err: unknown) => {
-          this.logger?.warn({ workerId: id.toString(), err: reason(err) }, 'could not remove an idle worker');
+          this.logger?.warn({ workerId: id.toString(), ...errorFields(err) }, 'could not remove an idle worker');
         });
       }
     }, every);
@@ -353,7 +353,7 @@ export class KvEventSubscriber {
     await snapshotsStopped;
     if (!this.o.keepConsumer) {
       await this.jsm.consumers.delete(this.names.stream, this.consumerName).catch((err: unknown) => {
-        this.logger?.warn({ consumer: this.consumerName, err: reason(err) }, 'could not delete the durable consumer');
+        this.logger?.warn({ consumer: this.consumerName, ...errorFields(err) }, 'could not delete the durable consumer');
       });
     }
     if (this.onShardMalformed !== null) this.indexer.off('malformed', this.onShardMalformed);
@@ -407,9 +407,9 @@ export class KvEventSubscriber {
         if (isFatal(err)) return this.fail(err);
         if (this.failingSince === 0) {
           this.failingSince = Date.now();
-          this.logger?.warn({ err: reason(err) }, 'fetching KV events failed; retrying');
+          this.logger?.warn({ ...errorFields(err) }, 'fetching KV events failed; retrying');
         } else {
-          this.logger?.debug({ err: reason(err) }, 'fetching KV events failed; retrying');
+          this.logger?.debug({ ...errorFields(err) }, 'fetching KV events failed; retrying');
         }
         this.consumer = null;
         if (isApiError(err, API_CONSUMER_NOT_FOUND) || /consumer (not found|deleted)/i.test(reason(err))) this.resetNeeded = true;
@@ -427,7 +427,7 @@ export class KvEventSubscriber {
   }
 
   private fail(err: unknown): Error {
-    this.logger?.error({ err: reason(err), code: (err as { code?: unknown }).code }, 'indexer failed: the subscriber stops');
+    this.logger?.error(errorFields(err), 'indexer failed: the subscriber stops');
     this.stopping = true;
     this.readinessTracker.stop(this.appliedSeq);
     void this.snapshots.stop();

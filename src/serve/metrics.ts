@@ -31,7 +31,8 @@
  * - process: prom-client's default metrics (`process_resident_memory_bytes`, heap, event loop lag).
  */
 
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, exponentialBuckets } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { LOOKUP_BUCKETS_MS } from './lookup-buckets.js';
 import type { ShardedIndexer } from '../indexer/sharded-indexer.js';
 import type { KvRouteService } from '../nats/route-service.js';
 import type { KvEventSubscriber } from '../nats/subscriber.js';
@@ -115,7 +116,7 @@ export class ServeMetrics {
       name: 'dynamo_router_overhead_indexer_find_matches_ms',
       help: 'Time to answer a findMatches request, ms (Dynamo name and buckets)',
       labelNames: ['router_id'] as const,
-      buckets: exponentialBuckets(0.01, 3, 17),
+      buckets: [...LOOKUP_BUCKETS_MS],
       registers: [reg],
     });
 

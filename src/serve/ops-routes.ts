@@ -11,11 +11,16 @@
  *   200 `{"removed":"<id>","known":bool}`, 400 `KVX_INVALID_FIELD` for an id that is not a u64,
  *   503 with the error's code when the index cannot take it (not started, closed, failed).
  *
+ * Errors are the HTTP API's `{"error","code"}` (src/http/error-answers.ts), on these routes and
+ * on fastify's own answers (quiet-fastify.ts installs the handlers on the whole server).
+ *
  * The worker id is read from the path as decimal text and kept a bigint (ids pass 2^53).
  */
 
 import type { FastifyInstance } from 'fastify';
 import { ErrorCode, KvIndexError } from '../errors.js';
+import { sendError } from '../http/error-answers.js';
+import { showValue } from '../protocol/show-value.js';
 
 export interface OpsSource {
   metrics: { scrape(): Promise<{ contentType: string; body: string }> };
@@ -42,15 +47,15 @@ export function registerOpsRoutes(app: FastifyInstance, ops: OpsSource): void {
       const text = req.params.workerId;
       const id = /^(0|[1-9][0-9]{0,19})$/.test(text) ? BigInt(text) : null;
       if (id === null || id > U64_MAX) {
-        return reply.code(400).send({ code: ErrorCode.InvalidField, message: `worker id: expected a u64 in decimal, got ${JSON.stringify(text.slice(0, 40))}` });
+        return sendError(reply, 400, ErrorCode.InvalidField, `worker id: expected a u64 in decimal, got ${showValue(text)}`);
       }
       try {
         const known = await remove(id);
         return { removed: id.toString(), known };
       } catch (err) {
         // Not started yet, or the indexer failed: the request may be retried.
-        const code = err instanceof KvIndexError ? err.code : 'KVX_INTERNAL';
-        return reply.code(503).send({ code, message: err instanceof Error ? err.message : String(err) });
+        const code = err instanceof KvIndexError ? err.code : ErrorCode.Internal;
+        return sendError(reply, 503, code, err instanceof Error ? err.message : String(err));
       }
     });
   }

@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import { quietFastify } from './quiet-fastify.js';
 import { ErrorCode, KvIndexError } from '../errors.js';
 import { registerOpsRoutes, type OpsSource } from './ops-routes.js';
+import { answerNoRoute } from '../http/error-answers.js';
 
 /** `host:port`, `:port` or `port` (host 127.0.0.1); `[v6]:port` for IPv6. */
 export function parseListenAddress(text: string): { host: string; port: number } {
@@ -31,6 +32,7 @@ export interface OpsServer {
 /** Starts the server; rejects with the listen error (e.g. EADDRINUSE). */
 export async function startOpsServer(address: { host: string; port: number }, ops: OpsSource, logger?: Logger): Promise<OpsServer> {
   const app: FastifyInstance = quietFastify(logger);
+  answerNoRoute(app);
   registerOpsRoutes(app, ops);
   await app.listen({ host: address.host, port: address.port });
   const a = app.server.address();

@@ -18,11 +18,18 @@
  */
 import { fastify, LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
+import { answerClientError, answerErrors, answerFrameworkError } from '../http/error-answers.js';
 
 export const REQUEST_TIMEOUT_MS = 30_000;
 export const HEADERS_TIMEOUT_MS = 10_000;
 export const MAX_CONNECTIONS = 16_384;
 export const CHECK_INTERVAL_MS = 2_000;
+/**
+ * Largest request body of a route that sets no limit of its own, bytes: no operations route
+ * reads a body, and the API's routes set theirs (8 MiB for lookups, 64 KiB for the others:
+ * src/http/indexer-routes.ts). fastify's default was 1 MiB.
+ */
+export const DEFAULT_BODY_LIMIT = 64 * 1024;
 
 /** The bounds, overridable for tests (a test cannot wait 30 s). */
 export interface ConnectionBounds {
@@ -39,10 +46,22 @@ const DEFAULT_BOUNDS: ConnectionBounds = {
   maxConnections: MAX_CONNECTIONS,
 };
 
-/** A fastify instance with the bounds above; without a logger it logs nothing. */
+/**
+ * A fastify instance with the bounds above; without a logger it logs nothing. Every error it
+ * answers, fastify's own included (415, 413, a bad URL, a malformed request, a timeout), is
+ * `{"error","code"}` (src/http/error-answers.ts); a plugin may install its own handlers for its
+ * routes. The no-route 404 is installed by whoever owns `/` (startOpsServer, the API plugin):
+ * fastify takes one per prefix.
+ */
 export function quietFastify(logger?: Logger, bounds: Partial<ConnectionBounds> = {}): FastifyInstance {
   const b = { ...DEFAULT_BOUNDS, ...bounds };
-  const common = { requestTimeout: b.requestTimeoutMs, http: { connectionsCheckingInterval: b.checkIntervalMs } };
+  const common = {
+    requestTimeout: b.requestTimeoutMs,
+    http: { connectionsCheckingInterval: b.checkIntervalMs },
+    bodyLimit: DEFAULT_BODY_LIMIT,
+    clientErrorHandler: answerClientError,
+    frameworkErrors: answerFrameworkError,
+  };
   const app = (logger === undefined
     ? fastify({ logger: false, ...common })
     : fastify({
@@ -52,5 +71,6 @@ export function quietFastify(logger?: Logger, bounds: Partial<ConnectionBounds> 
     })) as unknown as FastifyInstance;
   app.server.headersTimeout = b.headersTimeoutMs;
   app.server.maxConnections = b.maxConnections;
+  answerErrors(app);
   return app;
 }

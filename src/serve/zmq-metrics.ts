@@ -30,7 +30,8 @@
  * meanwhile. Ranks connecting or excluded are named in the body.
  */
 
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, exponentialBuckets } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { LOOKUP_BUCKETS_MS } from './lookup-buckets.js';
 import type { EngineRegistry, ListenerEntry } from '../http/engine-registry.js';
 import { registerRouteMetrics, type RouterSeries } from './route-metrics.js';
 import { SourceState } from '../zmq/source.js';
@@ -150,7 +151,7 @@ export class ZmqServeMetrics {
       name: 'kvindex_http_query_ms',
       help: 'Time to answer a lookup over HTTP (parse, hash, look up, serialize), ms',
       labelNames: ['route'] as const,
-      buckets: exponentialBuckets(0.01, 3, 17),
+      buckets: [...LOOKUP_BUCKETS_MS],
       registers: [reg],
     });
   }

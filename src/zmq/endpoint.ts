@@ -5,6 +5,7 @@
  */
 
 import { ZmqError, ZmqErrorCode } from './errors.js';
+import { clipText } from '../protocol/show-value.js';
 
 const TCP = /^tcp:\/\/(\[[0-9a-fA-F:.]+\]|[^:/\s]+):(\d{1,5})$/;
 
@@ -19,7 +20,7 @@ export function checkEndpoint(endpoint: unknown, field = 'endpoint'): string {
     return endpoint;
   }
   if (/^(ipc|inproc):\/\/\S+$/.test(endpoint)) return endpoint;
-  throw new ZmqError(ZmqErrorCode.BadEndpoint, `${field}: '${endpoint}' is not tcp://host:port, ipc://path or inproc://name`);
+  throw new ZmqError(ZmqErrorCode.BadEndpoint, `${field}: '${clipText(endpoint)}' is not tcp://host:port, ipc://path or inproc://name`);
 }
 
 /** The endpoint of data-parallel rank `rank` (rank 0: unchanged), as vLLM offsets it. */
@@ -29,7 +30,7 @@ export function offsetEndpoint(endpoint: string, rank: number): string {
   const m = TCP.exec(endpoint);
   if (m !== null) {
     const port = Number(m[2]) + rank;
-    if (port > 65535) throw new ZmqError(ZmqErrorCode.BadEndpoint, `endpoint ${endpoint}: rank ${rank} moves the port past 65535`);
+    if (port > 65535) throw new ZmqError(ZmqErrorCode.BadEndpoint, `endpoint ${clipText(endpoint)}: rank ${rank} moves the port past 65535`);
     return `tcp://${m[1]}:${port}`;
   }
   if (endpoint.startsWith('inproc://')) return `${endpoint}_dp${rank}`;

@@ -40,3 +40,12 @@ export function value(all: Sample[], name: string, labels: Record<string, string
   if (hit.length !== 1) throw new Error(`expected one ${name} ${JSON.stringify(labels)}, found ${hit.length}`);
   return hit[0]!.value;
 }
+
+/**
+ * The `le` labels of the lookup histograms (Dynamo's 0.01 ms x 3^k, 17 buckets), written out
+ * as the decimals a dashboard or an alert names.
+ */
+export const LOOKUP_LE = [
+  '0.01', '0.03', '0.09', '0.27', '0.81', '2.43', '7.29', '21.87', '65.61', '196.83', '590.49',
+  '1771.47', '5314.41', '15943.23', '47829.69', '143489.07', '430467.21', '+Inf',
+];
