@@ -4,7 +4,7 @@
  * per (model, tenant), and lookups answered over HTTP with Dynamo's standalone indexer API
  * (docs/http-api.md). No NATS. Listens on 127.0.0.1 unless a host is given. Logs are pino JSON
  * lines on stderr; the line with msg "kvindex serve ready" carries the bound `address`.
- * SIGTERM or SIGINT: stop the listeners and the server, exit 0.
+ * SIGTERM or SIGINT: stop the listeners and the server, exit 0, within 1 s (shutdown.ts).
  */
 
 import { parseArgs } from 'node:util';
@@ -15,6 +15,7 @@ import { parseListenAddress, startOpsServer, type OpsServer } from '../serve/ops
 import { quietFastify } from '../serve/quiet-fastify.js';
 import { MAX_TIMER_MS } from '../protocol/time-limits.js';
 import { ZmqServeMetrics } from '../serve/zmq-metrics.js';
+import { Shutdown } from './shutdown.js';
 
 export const HTTP_USAGE = `usage: kvindex serve --http <[host:]port> [options]
   standalone indexer: engine KV events over ZMQ (vLLM, SGLang), lookups over HTTP
@@ -126,28 +127,24 @@ export async function main(args: string[]): Promise<number> {
     logger.info({ metricsUrl: ops.url }, 'metrics, health and readiness served over HTTP');
   }
   let address: string;
+  // Before listen: a signal once the port is open is always an orderly stop.
+  const shutdown = new Shutdown(logger);
   try {
     address = await app.listen({ host: a.host, port: a.port });
   } catch (err) {
     logger.error({ err: (err as Error).message }, 'kvindex serve could not listen');
+    shutdown.begin('could not listen');
     await ops?.close();
     await registry.close();
-    return 1;
+    return shutdown.finished(1);
   }
   logger.info({ address, auth: a.token !== null, topic: a.topic }, 'kvindex serve ready');
-  const signal = await new Promise<string>((resolve) => {
-    const on = (s: NodeJS.Signals): void => {
-      process.off('SIGTERM', on);
-      process.off('SIGINT', on);
-      resolve(s);
-    };
-    process.on('SIGTERM', on);
-    process.on('SIGINT', on);
-  });
+  const signal = await shutdown.signalled();
   logger.info({ signal }, 'shutting down');
-  await app.close();
-  await ops?.close();
-  await registry.close();
-  logger.info({ listeners: 0 }, 'kvindex serve stopped');
-  return 0;
+  await shutdown.step('close the HTTP listener', () => app.close());
+  await shutdown.step('close the metrics listener', async () => ops?.close());
+  const listeners = registry.listeners().length;
+  await shutdown.step('close the engine listeners', () => registry.close());
+  logger.info({ listeners }, 'kvindex serve stopped');
+  return shutdown.finished(0);
 }
