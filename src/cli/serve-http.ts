@@ -8,9 +8,11 @@
  */
 
 import { parseArgs } from 'node:util';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
+import { loadMsgpack, loadZeromq } from '../zmq/load.js';
+import { ZmqErrorCode } from '../zmq/errors.js';
 import { EngineRegistry } from '../http/engine-registry.js';
-import { registerIndexerRoutes } from '../http/indexer-routes.js';
+import { registerIndexerRoutes, TOKEN_ROUTES } from '../http/indexer-routes.js';
 import { parseListenAddress, startOpsServer, type OpsServer } from '../serve/ops-server.js';
 import { quietFastify } from '../serve/quiet-fastify.js';
 import { MAX_TIMER_MS } from '../protocol/time-limits.js';
@@ -22,7 +24,7 @@ export const HTTP_USAGE = `usage: kvindex serve --http <[host:]port> [options]
   (Dynamo's standalone indexer API: /register /unregister /workers /query /query_by_hash /dump /health,
   and kvindex's /route /mark_prefill /free)
   --http <[host:]port>       listen address (host default 127.0.0.1: loopback only)
-  --token <t>                bearer token required by /register and /unregister
+  --token <t>                bearer token required by ${TOKEN_ROUTES.join(' ')}
                              (default: $KVINDEX_TOKEN; none: unguarded)
   --topic <prefix>           ZMQ topic filter of every listener (default: '', all topics)
   --replay-timeout <ms>      wait per replay message before a gap counts as unreplayable (default: 2000)
@@ -105,6 +107,7 @@ export async function main(args: string[]): Promise<number> {
     return 0;
   }
   const logger = pino({ name: 'kvindex', level: a.logLevel }, pino.destination({ fd: 2, sync: true }));
+  await warnIfZmqMissing(logger);
   const registry = new EngineRegistry({ logger, topic: a.topic, replayTimeoutMs: a.replayTimeoutMs });
   const app = quietFastify(logger);
   const metrics = a.metrics === null ? null : new ZmqServeMetrics(registry);
@@ -147,4 +150,21 @@ export async function main(args: string[]): Promise<number> {
   await shutdown.step('close the engine listeners', () => registry.close());
   logger.info({ listeners }, 'kvindex serve stopped');
   return shutdown.finished(0);
+}
+
+/**
+ * One WARN line at start-up when an optional dependency of the ZMQ adapter is missing (an
+ * install with --omit=optional, or a platform where zeromq's addon did not build): the server
+ * still starts (lookups of an empty index, /health), and /register answers 503
+ * KVX_ZMQ_DEPENDENCY_MISSING until the package is installed and the server restarted.
+ */
+async function warnIfZmqMissing(logger: Logger): Promise<void> {
+  const missing: string[] = [];
+  const probes: Array<[string, () => Promise<unknown>]> = [['zeromq', loadZeromq], ['@msgpack/msgpack', loadMsgpack]];
+  for (const [name, load] of probes) await load().catch(() => missing.push(name));
+  if (missing.length === 0) return;
+  logger.warn(
+    { code: ZmqErrorCode.DependencyMissing, missing, install: `npm install ${missing.join(' ')}` },
+    `engine events over ZMQ are unavailable: the optional dependency ${missing.map((m) => `'${m}'`).join(' and ')} is not installed; /register answers 503 until it is (run 'npm install ${missing.join(' ')}' and restart)`,
+  );
 }

@@ -8,8 +8,8 @@
  * POST /register, /unregister (mutating: the bearer token, when set, guards them),
  * GET /workers, POST /query, POST /query_by_hash, GET /dump, GET /health; and kvindex's
  * routing decisions (not Dynamo's: its routers decide in-process): POST /route, /mark_prefill,
- * /free, guarded by the token too since they change what later decisions see. docs/http-api.md
- * has the bodies with examples.
+ * /free, guarded by the token too since they change what later decisions see
+ * (`TOKEN_ROUTES`, which the CLI's help prints). docs/http-api.md has the bodies with examples.
  */
 
 import { timingSafeEqual } from 'node:crypto';
@@ -23,9 +23,13 @@ import type { KvRouter, RouteOptions } from '../router/kv-router.js';
 import { QueryBodyReader } from './query-body.js';
 import { HttpRequestError, modelTenant, readQuery, readQueryByHash, readRegister, readRequestRef, readRoute, readUnregister } from './requests.js';
 import { dumpJson, scoresJson, workersJson } from './responses.js';
+import { ZmqError, ZmqErrorCode } from '../zmq/errors.js';
+
+/** The routes the bearer token guards, when one is set: every route that changes state. */
+export const TOKEN_ROUTES: readonly string[] = ['/register', '/unregister', '/route', '/mark_prefill', '/free'];
 
 export interface IndexerRoutesOptions {
-  /** When set, POST /register and /unregister need `Authorization: Bearer <token>`. */
+  /** When set, the `TOKEN_ROUTES` need `Authorization: Bearer <token>`. */
   token?: string | null;
   /** Largest request body in bytes (default 8 MiB, Dynamo's limit for /query). */
   bodyLimit?: number;
@@ -52,10 +56,14 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
     api.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_req, body, done) => done(null, body));
     const onError = options.onError ?? null;
     api.setErrorHandler((err: Error & { statusCode?: number }, req, reply) => {
-      const status = err instanceof HttpRequestError ? err.statusCode : (err.statusCode ?? 500);
-      if (status >= 500) req.log.error({ err }, 'indexer route failed');
+      // Without the optional zeromq (or msgpack) no engine can be listened to: the server is
+      // unavailable for /register, not broken (it answered 500), and says so once at start-up
+      // (`kvindex serve --http`), so no line per request. The body carries the stable code.
+      const unavailable = err instanceof ZmqError && err.code === ZmqErrorCode.DependencyMissing;
+      const status = unavailable ? 503 : err instanceof HttpRequestError ? err.statusCode : (err.statusCode ?? 500);
+      if (status >= 500 && !unavailable) req.log.error({ err }, 'indexer route failed');
       onError?.(req.routeOptions.url ?? 'unmatched', status);
-      void reply.code(status).type(JSON_TYPE).send(JSON.stringify({ error: err.message }));
+      void reply.code(status).type(JSON_TYPE).send(JSON.stringify(unavailable ? { error: err.message, code: err.code } : { error: err.message }));
     });
     // fastify's own 404 body is {"message","error","statusCode"}: every answer here is {"error"}.
     api.setNotFoundHandler((req, reply) => {
@@ -71,24 +79,26 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
         await reply.code(401).type(JSON_TYPE).send('{"error":"unauthorized"}');
       }
     };
+    // Every route takes its options from here, so the guarded set is `TOKEN_ROUTES` exactly.
+    const guard = (path: string): { onRequest?: typeof auth } => (TOKEN_ROUTES.includes(path) ? { onRequest: auth } : {});
     const ok = (reply: FastifyReply, status: number): FastifyReply => reply.code(status).type(JSON_TYPE).send('{"status":"ok"}');
 
-    api.post('/register', { onRequest: auth }, async (req, reply) => {
+    api.post('/register', guard('/register'), async (req, reply) => {
       await registry.register(readRegister(lossless(req.body)));
       return ok(reply, 201);
     });
 
-    api.post('/unregister', { onRequest: auth }, async (req, reply) => {
+    api.post('/unregister', guard('/unregister'), async (req, reply) => {
       const n = await registry.unregister(readUnregister(lossless(req.body)));
       if (n === 0) throw new HttpRequestError('worker not found', 404);
       return ok(reply, 200);
     });
 
-    api.get('/workers', async (_req, reply) => reply.type(JSON_TYPE).send(workersJson(registry.listeners())));
+    api.get('/workers', guard('/workers'), async (_req, reply) => reply.type(JSON_TYPE).send(workersJson(registry.listeners())));
 
     const onQuery = options.onQuery ?? null;
     const queryBodies = new QueryBodyReader();
-    api.post('/query', async (req, reply) => {
+    api.post('/query', guard('/query'), async (req, reply) => {
       const t0 = onQuery === null ? 0 : performance.now();
       // The usual body shape is read from its bytes (query-body.ts); anything else the general way.
       const q = queryBodies.read(bytes(req.body)) ?? readQuery(plain(req.body));
@@ -99,7 +109,7 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
       return reply.type(JSON_TYPE).send(body);
     });
 
-    api.post('/query_by_hash', async (req, reply) => {
+    api.post('/query_by_hash', guard('/query_by_hash'), async (req, reply) => {
       const t0 = onQuery === null ? 0 : performance.now();
       const q = readQueryByHash(lossless(req.body));
       const entry = registry.index(q.modelName, q.tenantId);
@@ -109,7 +119,7 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
       return reply.type(JSON_TYPE).send(body);
     });
 
-    api.post('/route', { onRequest: auth }, async (req, reply) => {
+    api.post('/route', guard('/route'), async (req, reply) => {
       const r = readRoute(plain(req.body));
       const router = registry.router(r.modelName, r.tenantId);
       if (router === undefined) throw new HttpRequestError(`no index for ${modelTenant(r.modelName, r.tenantId)}`, 404);
@@ -132,7 +142,7 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
       ['/free', (router, id) => router.free(id)],
     ];
     for (const [path, act] of acts) {
-      api.post(path, { onRequest: auth }, async (req, reply) => {
+      api.post(path, guard(path), async (req, reply) => {
         const r = readRequestRef(plain(req.body));
         const router = registry.router(r.modelName, r.tenantId);
         if (router === undefined) throw new HttpRequestError(`no index for ${modelTenant(r.modelName, r.tenantId)}`, 404);
@@ -140,9 +150,9 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
       });
     }
 
-    api.get('/dump', async (_req, reply) => reply.type(JSON_TYPE).send(dumpJson(registry.indexes())));
+    api.get('/dump', guard('/dump'), async (_req, reply) => reply.type(JSON_TYPE).send(dumpJson(registry.indexes())));
 
-    api.get('/health', async (_req, reply) => reply.type(JSON_TYPE).send('{"status":"ok"}'));
+    api.get('/health', guard('/health'), async (_req, reply) => reply.type(JSON_TYPE).send('{"status":"ok"}'));
   });
 }
 
