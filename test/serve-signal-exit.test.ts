@@ -169,4 +169,22 @@ describe.skipIf(!installed)('kvindex serve (NATS) exits on a signal', () => {
       proc.signal('SIGKILL');
     }
   });
+
+  it('a signal during start-up (connecting to a frozen server) exits 1 at once with a WARN line', async () => {
+    // A signal left to its default action would be dropped by a container's PID 1 (node in
+    // exec form): the handler makes it work wherever the process runs.
+    const proxy = await FreezableProxy.start(Number(new URL(env.server.url).port));
+    proxy.freeze();
+    const proc = new ServeProcess(['--nats', `nats://127.0.0.1:${proxy.port}`, '--namespace', 'frozen3', '--connect-timeout', '30000', '--metrics', '127.0.0.1:0']);
+    try {
+      await proc.waitFor('metrics, health and readiness served over HTTP');
+      const t = await stopTimed(proc, 'SIGTERM');
+      expect(t.code, proc.dump()).toBe(1);
+      expect(t.ms, `exit took ${Math.round(t.ms)} ms (bound ${EXIT_BOUND_MS} ms)`).toBeLessThan(EXIT_BOUND_MS);
+      expect(proc.lines.find((l) => l.msg === 'stop signal during start-up: exiting now'), proc.dump()).toMatchObject({ level: 40, signal: 'SIGTERM' });
+    } finally {
+      proxy.close();
+      proc.signal('SIGKILL');
+    }
+  });
 });

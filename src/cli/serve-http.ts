@@ -107,6 +107,7 @@ export async function main(args: string[]): Promise<number> {
     return 0;
   }
   const logger = pino({ name: 'kvindex', level: a.logLevel }, pino.destination({ fd: 2, sync: true }));
+  const shutdown = new Shutdown(logger);
   await warnIfZmqMissing(logger);
   const registry = new EngineRegistry({ logger, topic: a.topic, replayTimeoutMs: a.replayTimeoutMs });
   const app = quietFastify(logger);
@@ -130,8 +131,6 @@ export async function main(args: string[]): Promise<number> {
     logger.info({ metricsUrl: ops.url }, 'metrics, health and readiness served over HTTP');
   }
   let address: string;
-  // Before listen: a signal once the port is open is always an orderly stop.
-  const shutdown = new Shutdown(logger);
   try {
     address = await app.listen({ host: a.host, port: a.port });
   } catch (err) {
@@ -142,6 +141,7 @@ export async function main(args: string[]): Promise<number> {
     return shutdown.finished(1);
   }
   logger.info({ address, auth: a.token !== null, topic: a.topic }, 'kvindex serve ready');
+  shutdown.serving();
   const signal = await shutdown.signalled();
   logger.info({ signal }, 'shutting down');
   await shutdown.step('close the HTTP listener', () => app.close());

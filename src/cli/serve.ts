@@ -273,6 +273,7 @@ export async function main(args: string[]): Promise<number> {
   }
   // Synchronous writes: the last lines before exit must not be lost.
   const logger = pino({ name: 'kvindex', level: a.logLevel }, pino.destination({ fd: 2, sync: true }));
+  const shutdown = new Shutdown(logger);
   const indexer = await ShardedIndexer.create({
     shards: a.shards, blockSize: a.blockSize, logger, ...(a.keepWarmMs === null ? {} : { keepWarmMs: a.keepWarmMs }),
   });
@@ -344,7 +345,6 @@ export async function main(args: string[]): Promise<number> {
   const admin = startAdminService(sub.connection, sub.names.adminRemoveWorkerSubject, (id) => sub.removeWorker(id), logger);
   sub.onReadinessChange((r) => logger.info({ ready: r.ready, reason: r.reason, lag: r.lag }, r.ready ? 'index ready' : 'index not ready'));
   started = { sub, metrics };
-  const shutdown = new Shutdown(logger);
   logger.info(
     {
       stream: sub.names.stream,
@@ -364,6 +364,7 @@ export async function main(args: string[]): Promise<number> {
     },
     'kvindex serve ready',
   );
+  shutdown.serving();
   const outcome = await Promise.race([shutdown.signalled(), sub.whenStopped().then((err) => err ?? new Promise<never>(() => undefined))]);
   if (outcome instanceof Error) shutdown.begin('the subscriber failed');
   else logger.info({ signal: outcome }, 'shutting down: stop fetching, apply and ack what was delivered');

@@ -12,6 +12,10 @@
  * - a second signal during the shutdown exits 1 at once, after one WARN line;
  * - a shutdown that finished but left a handle open (a socket some library did not close) exits
  *   with its own code at the deadline, logging the kinds of the handles left.
+ * - a signal before the server is ready (connecting, restoring a snapshot) exits 1 at once,
+ *   after one WARN line: nothing is acked or serving yet. Handled, not left to the default
+ *   action, because `node` as a container's PID 1 gets no default action: the kernel drops a
+ *   signal PID 1 has no handler for, and the orchestrator waited out its grace period.
  * Exit codes: 0 stopped cleanly, 1 stopped forcibly or failed.
  */
 
@@ -28,17 +32,24 @@ export class Shutdown {
   readonly #logger: Logger;
   readonly #deadlineMs: number;
   readonly #signals: NodeJS.Signals[] = [];
-  #step = 'waiting for a stop signal';
+  #step = 'starting';
+  #serving = false;
   #code: number | null = null;
   #timer: NodeJS.Timeout | null = null;
   #onSignal: ((s: NodeJS.Signals) => void) | null = null;
   readonly #listener = (s: NodeJS.Signals): void => this.#signal(s);
 
-  /** Listens for SIGTERM and SIGINT from now on (the default action, exit at once, ends). */
+  /** Listens for SIGTERM and SIGINT from now on; call it first thing, then `serving()` once ready. */
   constructor(logger: Logger, deadlineMs = SHUTDOWN_DEADLINE_MS) {
     this.#logger = logger;
     this.#deadlineMs = deadlineMs;
     for (const s of STOP_SIGNALS) process.on(s, this.#listener);
+  }
+
+  /** The server is ready: a signal from now on starts the orderly shutdown. */
+  serving(): void {
+    this.#serving = true;
+    this.#step = 'serving';
   }
 
   /** Resolves with the first stop signal's name. */
@@ -75,6 +86,10 @@ export class Shutdown {
   }
 
   #signal(s: NodeJS.Signals): void {
+    if (!this.#serving && this.#timer === null) {
+      this.#logger.warn({ signal: s }, 'stop signal during start-up: exiting now');
+      process.exit(1);
+    }
     this.#signals.push(s);
     if (this.#signals.length === 1) {
       this.begin(`signal ${s}`);
