@@ -47,6 +47,9 @@ describe.skipIf(!existsSync(MAIN) || !(await zmqAvailable()))('kvindex serve --h
       pub.close();
     }
     expect(await exited).toBe(0);
+    // The stop line counts the engine listeners it closed (it said a hard-coded 0).
+    const stopped = stderr.split('\n').find((l) => l.includes('kvindex serve stopped'));
+    expect(JSON.parse(stopped!)).toMatchObject({ listeners: 1 });
     // Every stderr line is a pino JSON line: no runtime or library warning (fastify 5.12 printed
     // a deprecation warning for its request-logging option), and no line per request on
     // either listener (quiet-fastify.ts), though requests were answered on both.

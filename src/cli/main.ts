@@ -29,7 +29,13 @@ function packageVersion(): string {
 
 async function run(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
-  if (command === undefined || command === '--help' || command === 'help' || command === '-h') {
+  // No command is a usage error, as an unknown one is: a script or container that forgot its
+  // arguments must fail, not exit 0 having done nothing.
+  if (command === undefined) {
+    process.stderr.write(`kvindex: no command given\n${USAGE}`);
+    return 2;
+  }
+  if (command === '--help' || command === 'help' || command === '-h') {
     process.stdout.write(USAGE);
     return 0;
   }

@@ -4,25 +4,28 @@
  * per (model, tenant), and lookups answered over HTTP with Dynamo's standalone indexer API
  * (docs/http-api.md). No NATS. Listens on 127.0.0.1 unless a host is given. Logs are pino JSON
  * lines on stderr; the line with msg "kvindex serve ready" carries the bound `address`.
- * SIGTERM or SIGINT: stop the listeners and the server, exit 0.
+ * SIGTERM or SIGINT: stop the listeners and the server, exit 0, within 1 s (shutdown.ts).
  */
 
 import { parseArgs } from 'node:util';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
+import { loadMsgpack, loadZeromq } from '../zmq/load.js';
+import { ZmqErrorCode } from '../zmq/errors.js';
 import { EngineRegistry } from '../http/engine-registry.js';
 import { engineReadiness, type EngineReadiness } from '../http/engine-readiness.js';
-import { registerIndexerRoutes } from '../http/indexer-routes.js';
+import { registerIndexerRoutes, TOKEN_ROUTES } from '../http/indexer-routes.js';
 import { parseListenAddress, startOpsServer, type OpsServer } from '../serve/ops-server.js';
 import { quietFastify } from '../serve/quiet-fastify.js';
 import { MAX_TIMER_MS } from '../protocol/time-limits.js';
 import { ZmqServeMetrics } from '../serve/zmq-metrics.js';
+import { Shutdown } from './shutdown.js';
 
 export const HTTP_USAGE = `usage: kvindex serve --http <[host:]port> [options]
   standalone indexer: engine KV events over ZMQ (vLLM, SGLang), lookups over HTTP
   (Dynamo's standalone indexer API: /register /unregister /workers /query /query_by_hash /dump /health,
   and kvindex's /route /mark_prefill /free)
   --http <[host:]port>       listen address (host default 127.0.0.1: loopback only)
-  --token <t>                bearer token required by /register and /unregister
+  --token <t>                bearer token required by ${TOKEN_ROUTES.join(' ')}
                              (default: $KVINDEX_TOKEN; none: unguarded)
   --topic <prefix>           ZMQ topic filter of every listener (default: '', all topics)
   --replay-timeout <ms>      wait per replay message before a gap counts as unreplayable (default: 2000)
@@ -120,6 +123,8 @@ export async function main(args: string[]): Promise<number> {
     return 0;
   }
   const logger = pino({ name: 'kvindex', level: a.logLevel }, pino.destination({ fd: 2, sync: true }));
+  const shutdown = new Shutdown(logger);
+  await warnIfZmqMissing(logger);
   const registry = new EngineRegistry({ logger, topic: a.topic, replayTimeoutMs: a.replayTimeoutMs, readmitAfterMs: a.readmitAfterMs });
   const readiness = (): EngineReadiness => engineReadiness(registry, a.readyStrict);
   const app = quietFastify(logger);
@@ -148,24 +153,36 @@ export async function main(args: string[]): Promise<number> {
     address = await app.listen({ host: a.host, port: a.port });
   } catch (err) {
     logger.error({ err: (err as Error).message }, 'kvindex serve could not listen');
+    shutdown.begin('could not listen');
     await ops?.close();
     await registry.close();
-    return 1;
+    return shutdown.finished(1);
   }
   logger.info({ address, auth: a.token !== null, topic: a.topic }, 'kvindex serve ready');
-  const signal = await new Promise<string>((resolve) => {
-    const on = (s: NodeJS.Signals): void => {
-      process.off('SIGTERM', on);
-      process.off('SIGINT', on);
-      resolve(s);
-    };
-    process.on('SIGTERM', on);
-    process.on('SIGINT', on);
-  });
+  shutdown.serving();
+  const signal = await shutdown.signalled();
   logger.info({ signal }, 'shutting down');
-  await app.close();
-  await ops?.close();
-  await registry.close();
-  logger.info({ listeners: 0 }, 'kvindex serve stopped');
-  return 0;
+  await shutdown.step('close the HTTP listener', () => app.close());
+  await shutdown.step('close the metrics listener', async () => ops?.close());
+  const listeners = registry.listeners().length;
+  await shutdown.step('close the engine listeners', () => registry.close());
+  logger.info({ listeners }, 'kvindex serve stopped');
+  return shutdown.finished(0);
+}
+
+/**
+ * One WARN line at start-up when an optional dependency of the ZMQ adapter is missing (an
+ * install with --omit=optional, or a platform where zeromq's addon did not build): the server
+ * still starts (lookups of an empty index, /health), and /register answers 503
+ * KVX_ZMQ_DEPENDENCY_MISSING until the package is installed and the server restarted.
+ */
+async function warnIfZmqMissing(logger: Logger): Promise<void> {
+  const missing: string[] = [];
+  const probes: Array<[string, () => Promise<unknown>]> = [['zeromq', loadZeromq], ['@msgpack/msgpack', loadMsgpack]];
+  for (const [name, load] of probes) await load().catch(() => missing.push(name));
+  if (missing.length === 0) return;
+  logger.warn(
+    { code: ZmqErrorCode.DependencyMissing, missing, install: `npm install ${missing.join(' ')}` },
+    `engine events over ZMQ are unavailable: the optional dependency ${missing.map((m) => `'${m}'`).join(' and ')} is not installed; /register answers 503 until it is (run 'npm install ${missing.join(' ')}' and restart)`,
+  );
 }

@@ -3,12 +3,12 @@
  * answers findMatches over NATS request/reply (`KvQueryService`, format in docs/nats.md).
  * Logs are pino JSON lines on stderr; the line with msg "kvindex serve ready" says it consumes
  * and answers. SIGTERM or SIGINT: stop fetching, apply and ack what was delivered, close the
- * indexer, exit 0 (1 if the indexer failed while serving).
+ * indexer, exit 0 (1 if the indexer failed while serving), within 1 s (shutdown.ts).
  */
 
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { pino, type Logger } from 'pino';
+import { pino } from 'pino';
 import { KvQueryService } from '../nats/query.js';
 import { KvRouteService } from '../nats/route-service.js';
 import { KvEventSubscriber } from '../nats/subscriber.js';
@@ -22,6 +22,7 @@ import { ShardedIndexer } from '../indexer/sharded-indexer.js';
 import { startAdminService } from '../nats/admin.js';
 import { ServeMetrics } from '../serve/metrics.js';
 import { parseListenAddress, startOpsServer, type OpsServer } from '../serve/ops-server.js';
+import { Shutdown } from './shutdown.js';
 
 /** Content type of an empty scrape before start-up completes (prom-client's). */
 const PROMETHEUS_TEXT = 'text/plain; version=0.0.4; charset=utf-8';
@@ -272,6 +273,7 @@ export async function main(args: string[]): Promise<number> {
   }
   // Synchronous writes: the last lines before exit must not be lost.
   const logger = pino({ name: 'kvindex', level: a.logLevel }, pino.destination({ fd: 2, sync: true }));
+  const shutdown = new Shutdown(logger);
   const indexer = await ShardedIndexer.create({
     shards: a.shards, blockSize: a.blockSize, logger, ...(a.keepWarmMs === null ? {} : { keepWarmMs: a.keepWarmMs }),
   });
@@ -362,33 +364,16 @@ export async function main(args: string[]): Promise<number> {
     },
     'kvindex serve ready',
   );
-  const outcome = await waitForStop(sub, logger);
-  await http?.close();
-  await admin.drain().catch(() => undefined);
-  await query.stop();
-  await routes?.stop();
-  await sub.close();
-  await indexer.close();
+  shutdown.serving();
+  const outcome = await Promise.race([shutdown.signalled(), sub.whenStopped().then((err) => err ?? new Promise<never>(() => undefined))]);
+  if (outcome instanceof Error) shutdown.begin('the subscriber failed');
+  else logger.info({ signal: outcome }, 'shutting down: stop fetching, apply and ack what was delivered');
+  await shutdown.step('close the metrics listener', async () => http?.close());
+  await shutdown.step('drain the admin service', () => admin.drain().catch(() => undefined));
+  await shutdown.step('stop the query service', () => query.stop());
+  await shutdown.step('stop the route service', async () => routes?.stop());
+  await shutdown.step('close the subscriber (apply and ack what was delivered)', () => sub.close());
+  await shutdown.step('close the indexer', () => indexer.close());
   logger.info({ ...sub.stats(), queries: query.stats() }, 'kvindex serve stopped');
-  return outcome instanceof Error ? 1 : 0;
-}
-
-/** Resolves with the signal name, or with the error that stopped the subscriber. */
-function waitForStop(sub: KvEventSubscriber, logger: Logger): Promise<string | Error> {
-  return new Promise((resolve) => {
-    const onSignal = (signal: NodeJS.Signals): void => {
-      process.off('SIGTERM', onSignal);
-      process.off('SIGINT', onSignal);
-      logger.info({ signal }, 'shutting down: stop fetching, apply and ack what was delivered');
-      resolve(signal);
-    };
-    process.on('SIGTERM', onSignal);
-    process.on('SIGINT', onSignal);
-    void sub.whenStopped().then((err) => {
-      if (err === null) return;
-      process.off('SIGTERM', onSignal);
-      process.off('SIGINT', onSignal);
-      resolve(err);
-    });
-  });
+  return shutdown.finished(outcome instanceof Error ? 1 : 0);
 }

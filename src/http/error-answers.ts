@@ -27,6 +27,13 @@ export const JSON_TYPE = 'application/json; charset=utf-8';
 /** Longest error message an answer carries, in characters (a message quotes at most a few values). */
 export const MESSAGE_MAX_CHARS = 1024;
 
+/**
+ * Codes of a capability this server lacks rather than a failure: without the optional zeromq
+ * (or msgpack) no engine can be listened to, so `/register` is unavailable (503), not broken
+ * (it answered 500), and the server says so once at start-up instead of a line per request.
+ */
+const UNAVAILABLE_CODES: ReadonlySet<string> = new Set(['KVX_ZMQ_DEPENDENCY_MISSING']);
+
 /** The code of an error answered with `status` when the error names none. */
 export function codeForStatus(status: number): ErrorCode {
   switch (status) {
@@ -100,13 +107,13 @@ export function answerErrors(app: FastifyInstance, onError: OnErrorAnswer | null
     } else if (err instanceof KvIndexError) {
       // Without a status it came from below the routes (a shard failed, the index closed): the
       // server's fault, not the request's (the routes wrap the request's in HttpRequestError).
-      status = (err as { statusCode?: number }).statusCode ?? 500;
       code = err.code;
+      status = (err as { statusCode?: number }).statusCode ?? (UNAVAILABLE_CODES.has(code) ? 503 : 500);
     } else {
       status = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 600 ? err.statusCode : 500;
       code = codeForStatus(status);
     }
-    if (status >= 500) {
+    if (status >= 500 && !UNAVAILABLE_CODES.has(code)) {
       const e = err as Error;
       req.log.error({ code, route, err: clipText(e.message, MESSAGE_MAX_CHARS), stack: clipText(e.stack ?? '', 4 * MESSAGE_MAX_CHARS) }, 'route failed');
     }

@@ -9,8 +9,8 @@
  * GET /workers, POST /query, POST /query_by_hash, GET /dump, GET /health; kvindex's GET /ready
  * (engine-readiness.ts: 503 or 200 naming the ranks that are not active); and kvindex's
  * routing decisions (not Dynamo's: its routers decide in-process): POST /route, /mark_prefill,
- * /free, guarded by the token too since they change what later decisions see. docs/http-api.md
- * has the bodies with examples.
+ * /free, guarded by the token too since they change what later decisions see
+ * (`TOKEN_ROUTES`, which the CLI's help prints). docs/http-api.md has the bodies with examples.
  */
 
 import { timingSafeEqual } from 'node:crypto';
@@ -26,8 +26,11 @@ import { HttpRequestError, modelTenant, readQuery, readQueryByHash, readRegister
 import { dumpJson, scoresJson, workersJson } from './responses.js';
 import { answerErrors, answerNoRoute, JSON_TYPE, sendError } from './error-answers.js';
 
+/** The routes the bearer token guards, when one is set: every route that changes state. */
+export const TOKEN_ROUTES: readonly string[] = ['/register', '/unregister', '/route', '/mark_prefill', '/free'];
+
 export interface IndexerRoutesOptions {
-  /** When set, POST /register, /unregister, /route, /mark_prefill and /free need `Authorization: Bearer <token>`. */
+  /** When set, the `TOKEN_ROUTES` need `Authorization: Bearer <token>`. */
   token?: string | null;
   /** Largest body of /query, /query_by_hash and /route, bytes (default 8 MiB, Dynamo's limit for /query). */
   bodyLimit?: number;
@@ -75,26 +78,28 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
         await sendError(reply, 401, ErrorCode.HttpUnauthorized, 'unauthorized');
       }
     };
+    // Every route takes its options from here, so the guarded set is `TOKEN_ROUTES` exactly.
+    const guard = (path: string): { onRequest?: typeof auth } => (TOKEN_ROUTES.includes(path) ? { onRequest: auth } : {});
     const ok = (reply: FastifyReply, status: number): FastifyReply => reply.code(status).type(JSON_TYPE).send('{"status":"ok"}');
 
     // Each route states its limit (a 413 names it: error-answers.ts).
-    const small = { onRequest: auth, bodyLimit: Math.min(SMALL_BODY_LIMIT, bodyLimit) };
-    api.post('/register', small, async (req, reply) => {
+    const small = { bodyLimit: Math.min(SMALL_BODY_LIMIT, bodyLimit) };
+    api.post('/register', { ...guard('/register'), ...small }, async (req, reply) => {
       await registry.register(readRegister(lossless(req.body)));
       return ok(reply, 201);
     });
 
-    api.post('/unregister', small, async (req, reply) => {
+    api.post('/unregister', { ...guard('/unregister'), ...small }, async (req, reply) => {
       const n = await registry.unregister(readUnregister(lossless(req.body)));
       if (n === 0) throw new HttpRequestError('worker not found', 404);
       return ok(reply, 200);
     });
 
-    api.get('/workers', async (_req, reply) => reply.type(JSON_TYPE).send(workersJson(registry.listeners())));
+    api.get('/workers', guard('/workers'), async (_req, reply) => reply.type(JSON_TYPE).send(workersJson(registry.listeners())));
 
     const onQuery = options.onQuery ?? null;
     const queryBodies = new QueryBodyReader();
-    api.post('/query', { bodyLimit }, async (req, reply) => {
+    api.post('/query', { ...guard('/query'), bodyLimit }, async (req, reply) => {
       const t0 = onQuery === null ? 0 : performance.now();
       // The usual body shape is read from its bytes (query-body.ts); anything else the general way.
       const q = queryBodies.read(bytes(req.body)) ?? readQuery(plain(req.body));
@@ -105,7 +110,7 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
       return reply.type(JSON_TYPE).send(body);
     });
 
-    api.post('/query_by_hash', { bodyLimit }, async (req, reply) => {
+    api.post('/query_by_hash', { ...guard('/query_by_hash'), bodyLimit }, async (req, reply) => {
       const t0 = onQuery === null ? 0 : performance.now();
       const q = readQueryByHash(lossless(req.body));
       const entry = registry.index(q.modelName, q.tenantId);
@@ -115,7 +120,7 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
       return reply.type(JSON_TYPE).send(body);
     });
 
-    api.post('/route', { onRequest: auth, bodyLimit }, async (req, reply) => {
+    api.post('/route', { ...guard('/route'), bodyLimit }, async (req, reply) => {
       const r = readRoute(plain(req.body));
       const router = registry.router(r.modelName, r.tenantId);
       if (router === undefined) throw new HttpRequestError(`no index for ${modelTenant(r.modelName, r.tenantId)}`, 404);
@@ -138,7 +143,7 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
       ['/free', (router, id) => router.free(id)],
     ];
     for (const [path, act] of acts) {
-      api.post(path, small, async (req, reply) => {
+      api.post(path, { ...guard(path), ...small }, async (req, reply) => {
         const r = readRequestRef(plain(req.body));
         const router = registry.router(r.modelName, r.tenantId);
         if (router === undefined) throw new HttpRequestError(`no index for ${modelTenant(r.modelName, r.tenantId)}`, 404);
@@ -146,9 +151,9 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
       });
     }
 
-    api.get('/dump', async (_req, reply) => reply.type(JSON_TYPE).send(dumpJson(registry.indexes())));
+    api.get('/dump', guard('/dump'), async (_req, reply) => reply.type(JSON_TYPE).send(dumpJson(registry.indexes())));
 
-    api.get('/health', async (_req, reply) => reply.type(JSON_TYPE).send('{"status":"ok"}'));
+    api.get('/health', guard('/health'), async (_req, reply) => reply.type(JSON_TYPE).send('{"status":"ok"}'));
 
     const readiness = options.readiness ?? (() => engineReadiness(registry));
     api.get('/ready', async (_req, reply) => {

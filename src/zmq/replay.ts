@@ -26,12 +26,17 @@ export function seqFrame(seq: bigint): Uint8Array {
 /**
  * Asks `endpoint` for the batches from `start` on and collects them until the end marker.
  * Throws `ZmqError` `ReplayFailed` when the socket does not answer within `timeoutMs` per
- * message, or answers out of protocol. Never sends to another endpoint.
+ * message, or answers out of protocol, or when `signal` aborts (the source closes: a shutdown
+ * waited for the whole timeout, 2 s by default, before). Never sends to another endpoint.
  */
-export async function requestReplay(zmq: ZeromqModule, endpoint: string, start: bigint, timeoutMs: number): Promise<ReplayedBatch[]> {
+export async function requestReplay(zmq: ZeromqModule, endpoint: string, start: bigint, timeoutMs: number, signal?: AbortSignal): Promise<ReplayedBatch[]> {
   const dealer = new zmq.Dealer({ linger: 0, receiveTimeout: timeoutMs, sendTimeout: timeoutMs });
   const out: ReplayedBatch[] = [];
+  // Closing the socket fails its pending send or receive at once.
+  const abort = (): void => dealer.close();
+  signal?.addEventListener('abort', abort, { once: true });
   try {
+    if (signal?.aborted === true) throw new ZmqError(ZmqErrorCode.ReplayFailed, `replay ${endpoint}: the source closed`);
     dealer.connect(endpoint);
     await dealer.send([EMPTY, seqFrame(start)]);
     for (;;) {
@@ -51,6 +56,7 @@ export async function requestReplay(zmq: ZeromqModule, endpoint: string, start: 
     if (err instanceof ZmqError) throw err;
     throw new ZmqError(ZmqErrorCode.ReplayFailed, `replay ${endpoint} from seq ${start}: ${(err as Error).message}`, { cause: err });
   } finally {
+    signal?.removeEventListener('abort', abort);
     dealer.close();
   }
 }

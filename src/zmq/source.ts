@@ -116,6 +116,8 @@ export class ZmqKvSource {
   #state: SourceState = SourceState.Active;
   #lastError: string | null = null;
   #loop: Promise<void> = Promise.resolve();
+  /** Aborted by close(): a replay in flight ends at once instead of after its timeout. */
+  readonly #closing = new AbortController();
 
   private constructor(o: ZmqKvSourceOptions, zmq: ZeromqModule, decoder: MsgpackDecoder, sub: Sub) {
     this.workerId = o.workerId;
@@ -206,6 +208,7 @@ export class ZmqKvSource {
     if (this.#state !== SourceState.Closed) {
       this.#state = SourceState.Closed;
       this.#sub.close();
+      this.#closing.abort();
       this.#health.close();
       this.#drops.close();
     }
@@ -309,7 +312,7 @@ export class ZmqKvSource {
     if (this.replayEndpoint === null) why = 'no replay endpoint';
     else {
       try {
-        const replayed = (await requestReplay(this.#zmq, this.replayEndpoint, from, this.#replayTimeoutMs)).filter((b) => b.seq < to);
+        const replayed = (await requestReplay(this.#zmq, this.replayEndpoint, from, this.#replayTimeoutMs, this.#closing.signal)).filter((b) => b.seq < to);
         if (this.#state === SourceState.Closed) return; // see #onMessage
         const whole = replayed.length === Number(to - from) && replayed.every((b, i) => b.seq === from + BigInt(i));
         if (whole) {

@@ -23,9 +23,10 @@ export class ServeProcess {
   private readonly proc: ChildProcess;
   private readonly listeners: Array<() => void> = [];
 
-  constructor(args: string[]) {
+  /** `nodeArgs` go to node before the script (e.g. `--import` of a module resolution hook). */
+  constructor(args: string[], nodeArgs: string[] = []) {
     if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run 'npm run build' first`);
-    this.proc = spawn(process.execPath, [MAIN, 'serve', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+    this.proc = spawn(process.execPath, [...nodeArgs, MAIN, 'serve', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
     this.exited = new Promise((res) => this.proc.once('exit', (code) => res(code)));
     createInterface({ input: this.proc.stderr! }).on('line', (text) => {
       try {
