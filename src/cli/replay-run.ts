@@ -452,7 +452,8 @@ class ReplayRun {
     const t = performance.now();
     const { scores } = await this.indexer.findMatches(seq);
     const dt = performance.now() - t;
-    // The reply comes after every shard applied the events queued before the lookup.
+    // With read-your-writes the reply comes after every shard applied the events queued before
+    // the lookup (the busy span closes); without, it is the call's own time.
     this.clock.idle();
     this.latency.push(dt * 1000);
     this.lastLookupUs = dt * 1000;
