@@ -133,8 +133,10 @@ class ReplayRun {
   private clock = new IndexerClock(false);
   /** Lookups that read without waiting check their answers through this (null otherwise). */
   private readonly staleReads: StaleReads | null;
-  /** Indexer calls post their batches before they count as done (shard threads). */
+  /** Shard threads. */
   private readonly threaded: boolean;
+  /** Indexer calls post their batches before they count as done (set with the kind: `first`). */
+  private postInCall = false;
   private mismatches = 0;
   private requestBlocks = 0;
   private hitBlocks = 0;
@@ -237,7 +239,7 @@ class ReplayRun {
       hitRate: hasRequests && this.requestBlocks > 0 ? this.hitBlocks / this.requestBlocks : null,
       oracleHitRate: hasRequests && this.requestBlocks > 0 ? this.oracleBlocks / this.requestBlocks : null,
       mismatches: hasRequests ? this.mismatches : null,
-      readYourWrites: this.options.shards === 0 ? null : !readsLatest,
+      readYourWrites: this.options.shards === 0 ? null : this.staleReads === null,
       lookupsEarly: readsLatest ? this.staleReads!.early : null,
       staleLookups: readsLatest ? this.staleReads!.stale : null,
       callerMs: readsLatest ? callerMs : null,
@@ -284,6 +286,7 @@ class ReplayRun {
     // With threads the calls alone only enqueue, unless lookups do not wait: then the shards'
     // time comes from their own clocks (`run`), and the clock times the calling thread only.
     if (this.threaded && !this.readsLatest) this.clock = new IndexerClock(true);
+    this.postInCall = this.readsLatest;
     if (kind === InputKind.Trace) {
       this.sim = new ClusterSim(this.options.sim);
       this.routing = new ReplayRouting(this.indexer, this.sim.config, this.options.routing ?? {});
@@ -477,10 +480,11 @@ class ReplayRun {
       else if (d.type === 'removed') this.removed += d.blockHashes.length;
       else this.cleared++;
     }
-    // With threads the batch is posted in a microtask queued by the first `applyEvent`: waiting
-    // one turn here lets it run first, so the posting counts as the indexer's (postMessage was
-    // ~0.3 ms per request on the shipped slice, 2 shards).
-    if (this.threaded) await undefined;
+    // The batch is posted in a microtask queued by the first `applyEvent`: waiting one turn here
+    // lets it run first, so the posting counts as the call's (postMessage measured 0.3-0.9 ms
+    // per request on the shipped slice, 2 shards, loaded 2-core VM). In a busy span it counts
+    // anyway.
+    if (this.postInCall) await undefined;
     if (this.indexer.needsDrain) await this.indexer.drained();
     this.clock.enqueued();
   }
