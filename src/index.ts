@@ -15,6 +15,7 @@ export { encodeSnapshot, createSnapshotWriter } from './protocol/snapshot-writer
 export { decodeSnapshot, iterateSnapshot } from './protocol/snapshot-reader.js';
 export { mergeSnapshots } from './protocol/snapshot-merge.js';
 export { computeBlockHashes, computeSequenceHashes, XXH3_SEED } from './hash/block-hash.js';
+export { storedBlocks } from './hash/stored-blocks.js';
 export { RadixTree } from './tree/radix-tree.js';
 export { createMatchResult, MatchResult } from './tree/match-result.js';
 export { ShardedIndexer } from './indexer/sharded-indexer.js';
@@ -37,6 +38,7 @@ export type {
 export type { ErrorCode as ErrorCodeValue } from './errors.js';
 export type { RecorderLine } from './protocol/json-parse.js';
 export type { BlockHashOptions, BlockMmHashes } from './hash/block-hash.js';
+export type { StoredBlocksOptions } from './hash/stored-blocks.js';
 export type { JsonValue, JsonObject } from './protocol/json-value.js';
 export type { SnapshotWriter } from './protocol/snapshot-writer.js';
 export type { RadixTreeOptions } from './tree/radix-tree.js';

@@ -22,7 +22,7 @@ const EXPECTED: Record<string, string[]> = {
     'createMatchResult', 'createSnapshotWriter', 'decodeSnapshot', 'encodeSnapshot', 'formatRouterEvent',
     'iterateSnapshot', 'mergeSnapshots', 'parseJsonLossless', 'parseRecorderLine', 'parseRouterEvent',
     'KvRouter', 'selectWorker', 'ActiveSequences', 'ApproxIndex', 'formatActiveSequenceEvent',
-    'parseActiveSequenceEvent', 'seededRandom',
+    'parseActiveSequenceEvent', 'seededRandom', 'storedBlocks',
   ],
   'kvindex/nats': [
     'KvEventPublisher', 'KvEventSubscriber', 'KvQueryService', 'NatsError', 'NatsErrorCode',

@@ -74,11 +74,45 @@ describe('kvindex replay on a trace', () => {
     expect(r.stdout).toMatch(/oracle/);
   });
 
-  it('gives the same results through 2 shard threads', async () => {
-    const sharded = await replayJson([TRACE, ...SIM, '--shards', '2']);
+  it('gives the same results through 2 shard threads whose lookups wait (--read-your-writes)', async () => {
+    const sharded = await replayJson([TRACE, ...SIM, '--shards', '2', '--read-your-writes']);
     for (const key of ['requests', 'events', 'blocksStored', 'blocksRemoved', 'blocksMatched', 'hitRate', 'oracleHitRate', 'mismatches', 'pairs', 'dumpEvents', 'dumpBytes']) {
       expect(sharded[key], key).toEqual(traceRun[key]);
     }
+    expect(sharded['readYourWrites']).toBe(true);
+    expect(sharded).not.toHaveProperty('lookupsEarly');
+  });
+
+  it('reads the latest applied state through shard threads by default, and says so', async () => {
+    const r = await kvindex(['replay', TRACE, ...SIM, '--shards', '2']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^reads\s+lookups read the latest applied state \(readYourWrites: false\), as a router under load does; [\d,]+ lookups answered before their shard applied the previous events$/m);
+    expect(r.stdout).toMatch(/^indexer time\s+the longer of the calling thread inside indexer calls \(.+\) and the busiest shard applying events \(.+\): they run in parallel$/m);
+    expect(r.stdout).toMatch(/^mismatches\s+0 lookups differ from the simulated caches; \d+ more answered stale, right once their shard caught up$/m);
+
+    const j = await replayJson([TRACE, ...SIM, '--shards', '2']);
+    expect(j).toMatchObject({ requests: traceRun['requests'], lookups: traceRun['lookups'], mismatches: 0, readYourWrites: false });
+    const early = j['lookupsEarly'] as number;
+    expect(Number.isInteger(early) && early >= 0 && early <= (j['lookups'] as number)).toBe(true);
+    expect(j['staleLookups'] as number).toBeLessThanOrEqual(early);
+    const caller = j['callerMs'] as number;
+    const shard = j['shardApplyMs'] as number;
+    expect(caller).toBeGreaterThan(0);
+    expect(shard).toBeGreaterThan(0);
+    expect(j['indexerMs'] as number).toBeCloseTo(Math.max(caller, shard), 1);
+  });
+
+  it('keeps the in-thread summary free of the shard-thread fields', async () => {
+    for (const key of ['readYourWrites', 'lookupsEarly', 'staleLookups', 'callerMs', 'shardApplyMs']) expect(traceRun, key).not.toHaveProperty(key);
+    const r = await kvindex(['replay', TRACE, ...SIM]);
+    expect(r.stdout).not.toMatch(/^(reads|indexer time) /m);
+    expect(r.stdout).toMatch(/^mismatches\s+0 lookups differ from the simulated caches$/m);
+  });
+
+  it('refuses --read-your-writes without shard threads', async () => {
+    const r = await kvindex(['replay', TRACE, '--read-your-writes']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--read-your-writes: only with --shards N/);
   });
 
   it('honours timestamps with --speed', async () => {

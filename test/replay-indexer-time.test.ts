@@ -33,6 +33,8 @@ describe.each([
       },
     });
     expect(s.kind).toBe(kind);
+    // No lookups: the shards' applying is what is timed, and the indexer waited for nothing.
+    expect({ readYourWrites: s.readYourWrites, callerMs: s.callerMs, lookupsEarly: s.lookupsEarly }).toEqual({ readYourWrites: false, callerMs: null, lookupsEarly: null });
     expect(s.events).toBe(62);
     expect(seen).toHaveLength(62);
     // The hook runs just before each event is enqueued: the first enqueue opened the busy span

@@ -72,6 +72,20 @@ describe('the report file', () => {
     expect(r.stdout).toBe('');
   });
 
+  it('with shard threads, says what the numbers include: the reads, the indexer time, the stale lookups', async () => {
+    const out = join(dir, 'sharded.html');
+    const r = await kvindex(['replay', join(ROOT, 'test/fixtures/trace-small.jsonl'), '--workers', '2', '--cache-blocks', '256', '--sub-blocks', '1', '--shards', '2', '--report', out, '--json']);
+    expect(r.code).toBe(0);
+    const j = JSON.parse(r.stdout) as Record<string, unknown>;
+    const page = readFileSync(out, 'utf8');
+    expect(page).toContain('lookups read the latest applied state (readYourWrites: false), as a router under load does;');
+    expect(page).toContain('the longer of the calling thread inside indexer calls');
+    for (const key of ['readYourWrites', 'lookupsEarly', 'staleLookups', 'callerMs', 'shardApplyMs']) {
+      expect(j, key).toHaveProperty(key);
+      expect(page).toContain(`<tr data-key="${key}"><th>${key}</th><td data-value="${String(j[key])}">`);
+    }
+  });
+
   it('renders an input without lookups or timestamps, saying what is missing', async () => {
     const out = join(dir, 'events.html');
     const r = await kvindex(['replay', RECORDED, '--report', out, '--json']);

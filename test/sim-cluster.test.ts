@@ -147,3 +147,28 @@ describe('ClusterSim', () => {
     expect(sim.prepare(req(600)).local.subarray(0, 8)).toEqual(sim.prepare(req(1024)).local.subarray(0, 8));
   });
 });
+
+describe('ClusterSim.differing', () => {
+  it("names the workers whose scores differ from their cache model, as serve's mismatches count them", () => {
+    const sim = new ClusterSim(OPTIONS);
+    const tree = new RadixTree();
+    const ids = sim.config.workerIds;
+    let checked = 0;
+    for (const req of requests.slice(0, 60)) {
+      const prepared = sim.prepare(req);
+      const { scores } = tree.findMatches(prepared.local);
+      expect(sim.differing(prepared, scores)).toEqual([]);
+      // A wrong score for one worker, and one the model does not know of: both named, in worker order.
+      const held = sim.cache(1).match(new Uint32Array(prepared.seq.buffer, prepared.seq.byteOffset, prepared.seq.length * 2), prepared.seq.length);
+      const wrong = new Map(scores);
+      wrong.set(ids[1]!, held + 1);
+      wrong.set(ids[2]!, (scores.get(ids[2]!) ?? 0) === 0 ? 1 : 0);
+      expect(sim.differing(prepared, wrong)).toEqual([1, 2]);
+      const served = sim.serve(prepared, wrong);
+      expect(served.mismatches).toBe(2);
+      for (const e of served.events) tree.applyEvent(e);
+      checked++;
+    }
+    expect(checked).toBe(60);
+  });
+});

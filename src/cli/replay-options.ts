@@ -23,7 +23,11 @@ routing (traces only; the product's KvRouter decides):
   --temperature X     selector temperature, 0 = minimum cost (default 0)
   --credit X          overlap score credit per cached block, 0..1 (default 1)
 indexer and replay:
-  --shards N          indexer shard threads, 0 = in-thread (default 0)
+  --shards N          indexer shard threads, 0 = in-thread (default 0); with threads, lookups
+                      read the latest applied state without waiting for the events in flight,
+                      as a router under load does (readYourWrites: false)
+  --read-your-writes  with --shards: lookups wait until the shards applied the events before
+                      them (results then equal the in-thread run's, request for request)
   --speed X           honour input timestamps compressed X times (default: as fast as possible)
   --limit N           read at most N lines
   --record FILE       also write every applied event to FILE as Dynamo recorder JSONL
@@ -39,6 +43,8 @@ exit codes: 0 ok, 1 bad input with --strict, a corrupt gzip input or a failure, 
 export interface ReplayCliOptions {
   file: string;
   shards: number;
+  /** With shards: lookups wait for the events sent before them (`--read-your-writes`). */
+  readYourWrites: boolean;
   speed: number;
   strict: boolean;
   json: boolean;
@@ -91,6 +97,7 @@ export function parseReplayArgs(args: string[]): ReplayCliOptions | null {
         temperature: { type: 'string' },
         credit: { type: 'string' },
         shards: { type: 'string' },
+        'read-your-writes': { type: 'boolean' },
         speed: { type: 'string' },
         limit: { type: 'string' },
         record: { type: 'string' },
@@ -143,9 +150,13 @@ export function parseReplayArgs(args: string[]): ReplayCliOptions | null {
     speed = Number(v.speed);
     if (!(Number.isFinite(speed) && speed > 0)) throw new UsageError(`--speed: expected a positive number or 'max', got '${v.speed}'`);
   }
+  const shards = integer('shards', v.shards, 0, 64) ?? 0;
+  const readYourWrites = v['read-your-writes'] === true;
+  if (readYourWrites && shards === 0) throw new UsageError('--read-your-writes: only with --shards N (in-thread lookups always see every event)');
   return {
     file: parsed.positionals[0] ?? defaultTraceFile(),
-    shards: integer('shards', v.shards, 0, 64) ?? 0,
+    shards,
+    readYourWrites,
     speed,
     strict: v.strict === true,
     json: v.json === true,

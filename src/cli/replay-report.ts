@@ -41,6 +41,12 @@ export function replayJson(s: ReplaySummary): Record<string, unknown> {
   };
   if (s.inputError !== null) out['inputError'] = { code: ErrorCode.CorruptInput, message: s.inputError };
   if (s.mismatches !== null) out['mismatches'] = s.mismatches;
+  // Shard threads only, so the in-thread object stays as it was.
+  if (s.readYourWrites !== null) out['readYourWrites'] = s.readYourWrites;
+  if (s.lookupsEarly !== null) out['lookupsEarly'] = s.lookupsEarly;
+  if (s.staleLookups !== null) out['staleLookups'] = s.staleLookups;
+  if (s.callerMs !== null) out['callerMs'] = round(s.callerMs, 2);
+  if (s.shardApplyMs !== null) out['shardApplyMs'] = round(s.shardApplyMs, 2);
   if (s.routing !== null) out['routing'] = s.routing;
   if (s.sim !== null) {
     const c = s.sim;
@@ -74,17 +80,26 @@ export function replayTable(s: ReplaySummary): string {
   rows.push(['blocks stored', formatInt(s.blocksStored)]);
   rows.push(['blocks removed', formatInt(s.blocksRemoved)]);
   rows.push(['block-ops/s', `${formatSi(s.blockOpsPerSec)}  (${formatInt(s.blockOps)} stored + removed + matched blocks in ${formatMs(s.indexerMs)} of indexer time)`]);
+  if (s.callerMs !== null && s.shardApplyMs !== null) {
+    rows.push(['indexer time', `the longer of the calling thread inside indexer calls (${formatMs(s.callerMs)}) and the busiest shard applying events (${formatMs(s.shardApplyMs)}): they run in parallel`]);
+  }
   if (s.lookups > 0) {
     rows.push(['lookup p50/p99/max', `${s.lookupP50Us!.toFixed(1)} / ${s.lookupP99Us!.toFixed(1)} / ${s.lookupMaxUs!.toFixed(1)} us  (${formatInt(s.lookups)} lookups)`]);
   } else {
     rows.push(['lookup p50/p99/max', 'no lookups in this input']);
+  }
+  if (s.lookupsEarly !== null) {
+    rows.push(['reads', `lookups read the latest applied state (readYourWrites: false), as a router under load does; ${formatInt(s.lookupsEarly)} lookups answered before their shard applied the previous events`]);
+  } else if (s.readYourWrites === true && s.lookups > 0) {
+    rows.push(['reads', 'lookups waited until the shards applied the previous events (readYourWrites: true)']);
   }
   if (s.hitRate !== null && s.oracleHitRate !== null) {
     rows.push(['hit rate', `${formatPercent(s.hitRate)} chosen workers vs ${formatPercent(s.oracleHitRate)} oracle (block-weighted)`]);
   }
   if (s.mismatches !== null) {
     const truth = s.kind === 'workload' ? 'expected scores' : 'the simulated caches';
-    rows.push(['mismatches', `${formatInt(s.mismatches)} lookups differ from ${truth}`]);
+    const stale = s.staleLookups === null ? '' : `; ${formatInt(s.staleLookups)} more answered stale, right once their shard caught up`;
+    rows.push(['mismatches', `${formatInt(s.mismatches)} lookups differ from ${truth}${stale}`]);
   }
   const st = s.applyStatus;
   const notOk = (Object.keys(st) as (keyof typeof st)[]).filter((k) => k !== 'ok' && st[k] > 0);

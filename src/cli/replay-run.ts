@@ -10,12 +10,23 @@
  * - workload: `match` lines are looked up and compared with `expect` (`mismatches`), `event`
  *   lines applied.
  *
- * `indexerMs` is the indexer's time as `IndexerClock` measures it: in-thread, the time inside
- * indexer calls (applyEvent, lookups, backpressure waits, the final flush), so the simulation's
- * own work (token generation, hashing, the cache model) does not count against the indexer; with
- * shard threads, wall time from a call until the shards are known to have caught up (a lookup's
- * reply, the final `flush()`), which includes the time they spend applying. Block-ops/s is
- * (blocks stored + blocks removed + blocks matched by lookups) over `indexerMs`.
+ * With shard threads, lookups read the latest applied state without waiting for the events in
+ * flight (`readYourWrites: false`), as a router under load does: engines publish their events
+ * after the fact, and a router does not hold a request back for them. The score check then
+ * tells stale answers from wrong ones (replay-stale.ts). `readYourWrites: true` (the CLI's
+ * `--read-your-writes`) makes every lookup wait, and the results equal the in-thread run's.
+ *
+ * `indexerMs` is the indexer's time. In-thread, the time inside indexer calls (applyEvent,
+ * lookups, backpressure waits, the final flush), as `IndexerClock` measures it, so the
+ * simulation's own work (token generation, hashing, the cache model) does not count against
+ * the indexer. With shard threads and lookups that do not wait, the calling thread's time
+ * inside indexer calls (posting the batches included) and the busiest shard's time applying
+ * (`ShardStats.applyMs`) run in parallel: `indexerMs` is the longer of the two, and the shards'
+ * backlog at the end is in the final flush. With threads and no lookups (event streams) or
+ * waiting lookups, wall time from a call until the shards are known to have caught up (a
+ * lookup's reply, the final `flush()`), as `IndexerClock` measures it: there the shards'
+ * applying is what is timed, and the calls alone only enqueue. Block-ops/s is (blocks stored +
+ * blocks removed + blocks matched by lookups) over `indexerMs`.
  */
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -25,13 +36,14 @@ import { parseJsonLossless, type JsonValue } from '../protocol/json-value.js';
 import type { RouterEvent } from '../protocol/types.js';
 import { ShardedIndexer } from '../indexer/sharded-indexer.js';
 import { BadLines } from '../trace/bad-lines.js';
-import { ClusterSim, type ClusterSimOptions } from '../trace/cluster-sim.js';
+import { ClusterSim, type ClusterSimOptions, type PreparedRequest } from '../trace/cluster-sim.js';
 import { detectInputKind, InputKind, parseRecordedLine } from '../trace/input-kind.js';
 import { openLineSource, overlongReason, type LineSource } from '../trace/line-source.js';
 import { traceRequestFrom } from '../trace/mooncake.js';
 import { parseWorkloadLine } from '../trace/workload.js';
 import { IndexerClock } from './indexer-clock.js';
 import { ReplayRouting, type ReplayRoutingOptions } from './replay-routing.js';
+import { StaleReads } from './replay-stale.js';
 import { LatencyLog, type ReplaySummary, type ReplayProgress } from './replay-summary.js';
 import type { RequestSample } from './replay-timeline.js';
 
@@ -39,6 +51,11 @@ export interface ReplayRunOptions {
   file: string;
   /** Shard threads of the indexer (0: in-thread). */
   shards: number;
+  /**
+   * With shard threads: lookups wait until the shards applied the events sent before them
+   * (default false: they read the latest applied state, as a router under load does).
+   */
+  readYourWrites?: boolean;
   /** Timestamp compression factor; Infinity (default) replays as fast as possible. */
   speed: number;
   /** Stop at the first bad line (EventParseError) instead of counting it. */
@@ -89,7 +106,8 @@ class Pacer {
 export async function runReplay(options: ReplayRunOptions): Promise<ReplaySummary> {
   const source = await openLineSource(options.file);
   const blockSize = options.sim.blockSize ?? 64;
-  const indexer = await ShardedIndexer.create({ shards: options.shards, blockSize });
+  const readYourWrites = options.shards > 0 && options.readYourWrites === true;
+  const indexer = await ShardedIndexer.create({ shards: options.shards, blockSize, readYourWrites });
   try {
     return await new ReplayRun(options, source, indexer).run();
   } finally {
@@ -111,7 +129,14 @@ class ReplayRun {
   private removed = 0;
   private cleared = 0;
   private matched = 0;
-  private readonly clock: IndexerClock;
+  /** Chosen with the input's kind (`first`): how indexer time is counted (see the file comment). */
+  private clock = new IndexerClock(false);
+  /** Lookups that read without waiting check their answers through this (null otherwise). */
+  private readonly staleReads: StaleReads | null;
+  /** Shard threads. */
+  private readonly threaded: boolean;
+  /** Indexer calls post their batches before they count as done (set with the kind: `first`). */
+  private postInCall = false;
   private mismatches = 0;
   private requestBlocks = 0;
   private hitBlocks = 0;
@@ -130,7 +155,13 @@ class ReplayRun {
   ) {
     this.bad = new BadLines(options.file, options.strict);
     this.pacer = new Pacer(options.speed);
-    this.clock = new IndexerClock(options.shards > 0);
+    this.threaded = options.shards > 0;
+    this.staleReads = this.threaded && options.readYourWrites !== true ? new StaleReads(indexer) : null;
+  }
+
+  /** Lookups that do not wait: the input has lookups and the shards are not waited for. */
+  private get readsLatest(): boolean {
+    return this.staleReads !== null && (this.kind === InputKind.Trace || this.kind === InputKind.Workload);
   }
 
   async run(): Promise<ReplaySummary> {
@@ -162,9 +193,13 @@ class ReplayRun {
     this.settlePending();
     await this.flush();
     const wallMs = performance.now() - started;
-    const indexerMs = this.clock.ms;
 
     const stats = await this.indexer.stats();
+    const callerMs = this.clock.ms;
+    let shardApplyMs = 0;
+    for (const s of stats) shardApplyMs = Math.max(shardApplyMs, s.applyMs ?? 0);
+    const readsLatest = this.readsLatest;
+    const indexerMs = readsLatest ? Math.max(callerMs, shardApplyMs) : callerMs;
     const t = performance.now();
     const snapshot = await this.indexer.dumpSnapshot('bincode');
     const dumpMs = performance.now() - t;
@@ -204,6 +239,11 @@ class ReplayRun {
       hitRate: hasRequests && this.requestBlocks > 0 ? this.hitBlocks / this.requestBlocks : null,
       oracleHitRate: hasRequests && this.requestBlocks > 0 ? this.oracleBlocks / this.requestBlocks : null,
       mismatches: hasRequests ? this.mismatches : null,
+      readYourWrites: this.options.shards === 0 ? null : this.staleReads === null,
+      lookupsEarly: readsLatest ? this.staleReads!.early : null,
+      staleLookups: readsLatest ? this.staleReads!.stale : null,
+      callerMs: readsLatest ? callerMs : null,
+      shardApplyMs: readsLatest ? shardApplyMs : null,
       applyStatus: status,
       dumpMs,
       dumpBytes: snapshot.length,
@@ -243,6 +283,10 @@ class ReplayRun {
       return;
     }
     this.kind = kind;
+    // With threads the calls alone only enqueue, unless lookups do not wait: then the shards'
+    // time comes from their own clocks (`run`), and the clock times the calling thread only.
+    if (this.threaded && !this.readsLatest) this.clock = new IndexerClock(true);
+    this.postInCall = this.readsLatest;
     if (kind === InputKind.Trace) {
       this.sim = new ClusterSim(this.options.sim);
       this.routing = new ReplayRouting(this.indexer, this.sim.config, this.options.routing ?? {});
@@ -290,24 +334,41 @@ class ReplayRun {
     const sim = this.sim!;
     const req = r.request;
     this.lastTimestamp = req.timestamp;
+    // A router serves each request in an event-loop turn of its own, and between them the shards'
+    // acks come in, handing batch buffers back for reuse. Lines read from one file chunk run in
+    // a single turn: without this, no ack was delivered and each batch took a fresh buffer
+    // (a 64 KiB Uint32Array measured ~200 us to allocate under load, against ~6 us reused).
+    if (this.threaded) await new Promise<void>((res) => setImmediate(res));
     await this.pacer.wait(req.timestamp, this.settleBeforeSleep);
     const prepared = sim.prepare(req);
     const routing = this.routing!;
     routing.advance(req.timestamp);
+    const fresh = this.staleReads?.fresh() ?? true;
     const { decision, worker } = this.route(routing, prepared.local, prepared.tokens.length);
     const scores = new Map<bigint, number>();
     decision.candidates.forEach((c, i) => {
       if (decision.overlaps[i]! > 0) scores.set(c.workerId, decision.overlaps[i]!);
     });
+    // A check that looks again (stale reads) must ask before `serve` changes the chosen cache.
+    const wrong = this.staleReads === null ? null : await this.traceWrong(fresh, prepared, scores);
     const served = sim.serve(prepared, scores, worker);
     routing.started(req.timestamp, served.blocks, served.hit, req.outputLength);
     this.requests++;
-    this.mismatches += served.mismatches > 0 ? 1 : 0;
+    this.mismatches += (wrong ?? served.mismatches > 0) ? 1 : 0;
     this.requestBlocks += served.blocks;
     this.hitBlocks += served.hit;
     this.oracleBlocks += served.oracle;
     this.options.onRequest?.({ timestamp: req.timestamp, blocks: served.blocks, hit: served.hit, oracle: served.oracle, lookupUs: this.lastLookupUs });
     await this.apply(served.events, req.timestamp);
+  }
+
+  /** Whether a trace lookup read without waiting is a mismatch (replay-stale.ts). */
+  private async traceWrong(fresh: boolean, prepared: PreparedRequest, scores: ReadonlyMap<bigint, number>): Promise<boolean> {
+    const sim = this.sim!;
+    const differing = sim.differing(prepared, scores);
+    if (differing.length === 0) return false;
+    const ids = sim.config.workerIds;
+    return this.staleReads!.wrong(fresh, differing.map((w) => ids[w]!), () => sim.differing(prepared, this.indexer.findMatchesSync(prepared.local).scores).length);
   }
 
   private async workloadLine(text: string, line: number): Promise<void> {
@@ -323,9 +384,14 @@ class ReplayRun {
       await this.apply([op.event], 0);
     } else if (op.op === 'match') {
       this.settlePending();
+      const fresh = this.staleReads?.fresh() ?? true;
       const scores = await this.lookup(op.seq);
       this.requests++;
-      if (!sameScores(scores, op.expect)) this.mismatches++;
+      const differing = differingWorkers(scores, op.expect);
+      if (differing.length > 0) {
+        const recheck = (): number => differingWorkers(this.indexer.findMatchesSync(op.seq).scores, op.expect).length;
+        if (this.staleReads === null || (await this.staleReads.wrong(fresh, differing, recheck))) this.mismatches++;
+      }
       let best = 0;
       for (const s of scores.values()) if (s > best) best = s;
       this.requestBlocks += op.seq.length;
@@ -367,9 +433,10 @@ class ReplayRun {
 
   /**
    * The routing decision, on the calling thread. The lookup inside it waits until the shards
-   * applied every event sent before it (read-your-writes), so the indexer is idle after it.
-   * The lookup's own time is the latency logged; the indexer time also holds the selection
-   * (a few microseconds per request, see bench/route.bench.ts).
+   * applied every event sent before it with read-your-writes (the indexer is then idle after
+   * it), and reads the latest applied state without. The lookup's own time is the latency
+   * logged; the indexer time also holds the selection (a few microseconds per request, see
+   * bench/route.bench.ts).
    */
   private route(routing: ReplayRouting, local: BigUint64Array, tokens: number): ReturnType<ReplayRouting['route']> {
     this.clock.begin();
@@ -388,7 +455,8 @@ class ReplayRun {
     const t = performance.now();
     const { scores } = await this.indexer.findMatches(seq);
     const dt = performance.now() - t;
-    // The reply comes after every shard applied the events queued before the lookup.
+    // With read-your-writes the reply comes after every shard applied the events queued before
+    // the lookup (the busy span closes); without, it is the call's own time.
     this.clock.idle();
     this.latency.push(dt * 1000);
     this.lastLookupUs = dt * 1000;
@@ -402,21 +470,30 @@ class ReplayRun {
     const record = this.options.onEvent;
     if (record !== undefined) for (const e of events) record(timestamp, e);
     this.clock.begin();
+    const stale = this.staleReads;
     for (const e of events) {
       this.indexer.applyEvent(e);
+      stale?.sent(e.workerId);
       this.events++;
       const d = e.event.data;
       if (d.type === 'stored') this.stored += d.blocks.length;
       else if (d.type === 'removed') this.removed += d.blockHashes.length;
       else this.cleared++;
     }
+    // The batch is posted in a microtask queued by the first `applyEvent`: waiting one turn here
+    // lets it run first, so the posting counts as the call's (postMessage measured 0.3-0.9 ms
+    // per request on the shipped slice, 2 shards, loaded 2-core VM). In a busy span it counts
+    // anyway.
+    if (this.postInCall) await undefined;
     if (this.indexer.needsDrain) await this.indexer.drained();
     this.clock.enqueued();
   }
 }
 
-function sameScores(got: Map<bigint, number>, want: Map<bigint, number>): boolean {
-  if (got.size !== want.size) return false;
-  for (const [w, s] of want) if (got.get(w) !== s) return false;
-  return true;
+/** The workers whose score in `got` differs from `want` (present in one only, or another score). */
+function differingWorkers(got: ReadonlyMap<bigint, number>, want: ReadonlyMap<bigint, number>): bigint[] {
+  const out: bigint[] = [];
+  for (const [w, s] of want) if (got.get(w) !== s) out.push(w);
+  for (const w of got.keys()) if (!want.has(w)) out.push(w);
+  return out;
 }

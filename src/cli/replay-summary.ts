@@ -29,11 +29,28 @@ export interface ReplaySummary {
   /** blocksStored + blocksRemoved + blocksMatched. */
   blockOps: number;
   /**
-   * Indexer time, ms (see `IndexerClock`): in-thread, the time inside indexer calls; with shard
-   * threads, wall time from a call until the shards have caught up (a lookup's reply, a flush),
-   * the shards' applying included.
+   * Indexer time, ms (replay-run.ts): in-thread, the time inside indexer calls; with shard
+   * threads and lookups that do not wait, the longer of `callerMs` and `shardApplyMs` (they run
+   * in parallel); otherwise with shard threads, wall time from a call until the shards have
+   * caught up (a lookup's reply, a flush), the shards' applying included.
    */
   indexerMs: number;
+  /** Shard threads only: whether lookups waited for the events sent before them (null in-thread). */
+  readYourWrites: boolean | null;
+  /**
+   * Lookups answered before their shard applied every event sent before them (null unless
+   * lookups did not wait).
+   */
+  lookupsEarly: number | null;
+  /**
+   * Early lookups whose answer differed from the truth and was right once the shards caught up
+   * (replay-stale.ts); not in `mismatches`. Null unless lookups did not wait.
+   */
+  staleLookups: number | null;
+  /** The calling thread's time inside indexer calls, ms (null unless lookups did not wait). */
+  callerMs: number | null;
+  /** The busiest shard's time applying events, ms (null unless lookups did not wait). */
+  shardApplyMs: number | null;
   /** Whole replay loop, ms (simulation and pacing included). */
   wallMs: number;
   /** blockOps per second of indexer time. */

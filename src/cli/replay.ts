@@ -79,6 +79,7 @@ export async function main(args: string[]): Promise<number> {
   const run: ReplayRunOptions = {
     file: options.file,
     shards: options.shards,
+    readYourWrites: options.readYourWrites,
     speed: options.speed,
     strict: options.strict,
     limit: options.limit,

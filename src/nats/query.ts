@@ -232,8 +232,13 @@ export function formatFindRequest(query: FindQuery): string {
 }
 
 /**
- * Sends a findMatches request and parses the reply. Throws `NatsError` `KVX_NATS_BAD_QUERY`
- * for an error reply, `KVX_NATS_REQUEST_FAILED` when no service answers within `timeoutMs`.
+ * Sends a findMatches request to the `KvQueryService` (what `kvindex serve --nats` runs) on
+ * `subject` and parses the reply. The service listens on
+ * `namespace-<ns>-component-<comp>.kvindex.find` (queue group `kvindex`): pass
+ * `kvNames(namespace, component).querySubject`, e.g.
+ * `namespace-dynamo-component-backend.kvindex.find` for Dynamo's default names. Throws
+ * `NatsError` `KVX_NATS_BAD_QUERY` for an error reply, `KVX_NATS_REQUEST_FAILED` when no
+ * service answers within `timeoutMs`.
  */
 export async function requestFindMatches(
   nc: NatsConnection,

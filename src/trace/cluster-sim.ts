@@ -199,6 +199,22 @@ export class ClusterSim {
   }
 
   /**
+   * The workers (indices) whose score in `scores` (worker id -> leading blocks held) differs
+   * from their cache model for this request: the check `serve` counts as `mismatches`, asked
+   * on its own (before `serve`, which changes the chosen worker's cache).
+   */
+  differing(prepared: PreparedRequest, scores: ReadonlyMap<bigint, number>): number[] {
+    const { seq } = prepared;
+    const words = new Uint32Array(seq.buffer, seq.byteOffset, seq.length * 2);
+    const ids = this.config.workerIds;
+    const out: number[] = [];
+    for (let w = 0; w < ids.length; w++) {
+      if (this.caches[w]!.match(words, seq.length) !== (scores.get(ids[w]!) ?? 0)) out.push(w);
+    }
+    return out;
+  }
+
+  /**
    * Routes a prepared request on the indexer's `scores` (worker id -> leading blocks held),
    * updates the chosen worker's cache and returns its events. Also compares every worker's
    * score with its cache model (`mismatches`). With `chosen` (a worker index, e.g. a

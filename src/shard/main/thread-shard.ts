@@ -4,6 +4,13 @@
  * shard is driven over a dedicated MessagePort: event batches one way, requests and replies
  * matched by id. A thread that dies or reports a fatal error fails every pending and later call
  * with a `KvIndexError` naming the shard.
+ *
+ * Lifetime: neither the thread nor its port keeps the process alive by itself (piscina unrefs
+ * an idle thread; the port is unref'd here), so a script that forgets `close()` still ends.
+ * The port is ref'd only while the shard owes an answer someone may wait for: a request's
+ * reply, a batch's ack, or a lookup on the reply board (`hold`). A pending `await` on the
+ * indexer therefore keeps the process up until it settles, and events sent just before the
+ * end are applied (acked) before it exits.
  */
 import { MessageChannel } from 'node:worker_threads';
 import { Piscina } from 'piscina';
@@ -35,6 +42,8 @@ export class ThreadShard {
   private nextId = 1;
   private failure: KvIndexError | null = null;
   private closed = false;
+  /** Answers owed (replies, acks, board lookups): the port is ref'd while there are any. */
+  private holds = 0;
   threadId = -1;
   /** The niceness the thread reported it runs at (null: not settable here). */
   nice: number | null = null;
@@ -53,6 +62,29 @@ export class ThreadShard {
     this.pool.on('error', (err: unknown) => this.fail(`thread error: ${String(err)}`));
     this.channel.port1.on('message', (msg: FromShard) => this.receive(msg));
     this.channel.port1.on('close', () => this.fail('thread exited'));
+    this.channel.port1.unref(); // a listener refs the port: see the file comment
+  }
+
+  /**
+   * Keeps the process alive until the matching `release` (an answer is owed): the port is
+   * ref'd on the first hold and unref'd when the last is released. Cheap: only those two
+   * transitions touch the port.
+   */
+  hold(): void {
+    if (this.holds++ === 0 && !this.closed) this.channel.port1.ref();
+  }
+
+  /** Ends one `hold`. */
+  release(): void {
+    if (this.holds === 0) return;
+    if (--this.holds === 0 && !this.closed) this.channel.port1.unref();
+  }
+
+  /** Drops every hold: nothing more will be answered (failed or closed). */
+  private releaseAll(): void {
+    if (this.holds === 0) return;
+    this.holds = 0;
+    if (!this.closed) this.channel.port1.unref();
   }
 
   static async start(
@@ -82,6 +114,7 @@ export class ThreadShard {
     if (this.failure !== null) throw this.failure;
     const msg: ToShard = { t: 'events', words, events, back };
     this.channel.port1.postMessage(msg, [words.buffer as ArrayBuffer]);
+    this.hold(); // until its ack
   }
 
   /** Sends a lookup written into a slot of the reply board (answered there, not here). */
@@ -98,24 +131,30 @@ export class ThreadShard {
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
       const msg: ToShard = { t: 'req', id, ...req };
       this.channel.port1.postMessage(msg, transfer);
+      this.hold(); // until its reply
     });
   }
 
   private receive(msg: FromShard): void {
     switch (msg.t) {
       case 'ack':
+        this.release();
         this.onAck(msg);
         return;
       case 'res': {
         const p = this.pending.get(msg.id);
+        if (p === undefined) return;
         this.pending.delete(msg.id);
-        p?.resolve(msg.value);
+        this.release();
+        p.resolve(msg.value);
         return;
       }
       case 'err': {
         const p = this.pending.get(msg.id);
+        if (p === undefined) return;
         this.pending.delete(msg.id);
-        p?.reject(KvIndexError.fromData(msg));
+        this.release();
+        p.reject(KvIndexError.fromData(msg));
         return;
       }
       case 'fatal':
@@ -130,6 +169,7 @@ export class ThreadShard {
     this.failure = new KvIndexError(ErrorCode.ShardFailed, code === ErrorCode.ShardFailed ? message : `${message} (${code})`);
     for (const p of this.pending.values()) p.reject(this.failure);
     this.pending.clear();
+    this.releaseAll();
     this.onFail(this.failure);
   }
 
@@ -139,6 +179,7 @@ export class ThreadShard {
     const err = new KvIndexError(ErrorCode.Closed, `shard ${this.index}: indexer closed`);
     for (const p of this.pending.values()) p.reject(err);
     this.pending.clear();
+    this.releaseAll();
     this.channel.port1.close();
     await this.pool.destroy();
   }

@@ -373,6 +373,8 @@ export class ThreadedEngine {
     const most = Math.max(...this.workersPerShard);
     const slot = board.fits(n, most, this.frequencyTrail ? n : 0) ? board.open(words, n, false) : -1;
     if (slot < 0) return this.findViaPorts(words, n);
+    // A pending Atomics.waitAsync does not keep the process alive: the shards' ports do.
+    for (const t of this.threads) t.hold();
     try {
       for (const o of this.outboxes) o.lookupInSlot(slot);
       await board.wait(slot, () => this.failure !== null || this.closed);
@@ -384,6 +386,7 @@ export class ThreadedEngine {
       return mergeScores(replies);
     } finally {
       board.release(slot); // safe even if a shard has not replied (the slot's generation moves on)
+      for (const t of this.threads) t.release();
     }
   }
 

@@ -32,6 +32,8 @@ export class ShardCore {
   private readonly tree: RadixTree;
   private readonly counts: StatusCounts = emptyCounts();
   private malformed = 0;
+  /** Time spent in `applyEvents`, ms (two clock reads per batch: ~0.1 us against ~1 ms of applying). */
+  private applyMs = 0;
   private failed = false;
   // One dump writer is kept between dumps: its buffer stays faulted in, where a fresh one costs
   // ~3 ms per MB of first-touch page faults on the 2-core dev VM. Parts of several dumps in
@@ -97,6 +99,7 @@ export class ShardCore {
    * shard stops serving.
    */
   private applyEvents(words: Uint32Array, events: number, back: boolean): void {
+    const started = performance.now();
     const rejected: Rejected[] = [];
     let malformed = 0;
     try {
@@ -113,6 +116,7 @@ export class ShardCore {
     }
     Atomics.add(this.header, H.APPLIED, events);
     if (Atomics.load(this.header, H.APPLIED_WAITERS) > 0) Atomics.notify(this.header, H.APPLIED);
+    this.applyMs += performance.now() - started;
     this.malformed += malformed;
     if (back) {
       // Back to be refilled: a fresh buffer per batch costs the main thread zeroing and
@@ -211,6 +215,7 @@ export class ShardCore {
           malformed: this.malformed,
           bytes: this.tree.bytes,
           evicted: this.tree.evicted,
+          applyMs: this.applyMs,
         };
         return [stats, []];
       }

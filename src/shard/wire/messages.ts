@@ -69,6 +69,12 @@ export interface ShardStats {
   bytes: number;
   /** Pairs evicted by the `maxPairs` budget (each as if its worker removed the block). */
   evicted: number;
+  /**
+   * Wall time this shard thread spent applying event batches, ms (from receiving a batch to its
+   * last event applied; preemption included): how busy the shard is. Null in-thread
+   * (`shards: 0`), where applying is the caller's own time inside `applyEvent`.
+   */
+  applyMs: number | null;
 }
 
 /** Scores of one shard: (workerLo, workerHi, score) triples, plus the frequency trail. */
