@@ -11,6 +11,7 @@ import { parseReplayArgs, REPLAY_USAGE, UsageError, type ReplayCliOptions } from
 import { replayJson, replayTable } from './replay-report.js';
 import { renderReplayHtml } from './replay-html.js';
 import { runReplay, type ReplayRunOptions } from './replay-run.js';
+import { runTimedCli } from './replay-timed.js';
 import { ReplayTimeline } from './replay-timeline.js';
 import type { ReplaySummary } from './replay-summary.js';
 import { formatInt } from './table.js';
@@ -40,6 +41,7 @@ export async function main(args: string[]): Promise<number> {
     const e = err as NodeJS.ErrnoException;
     return fail(`cannot read '${options.file}': ${e.code === 'ENOENT' ? 'no such file' : e.message}`, 2);
   }
+  if (options.timed !== null) return runTimedCli(options);
   // An output that is the input (or the other output) would be truncated by opening it before
   // the input is read: `--record in.jsonl` emptied in.jsonl (found by fuzzing).
   const outputs: Array<[string, string | null]> = [['--record', options.record], ['--report', options.report]];

@@ -38,6 +38,8 @@ export interface TimedSimOptions {
   kvBlocks?: number;
   /** Tokens per block (default 64). */
   blockSize?: number;
+  /** Blocks per 512-token trace block (default and maximum: 512 / blockSize). */
+  subBlocks?: number;
   /** u64 seed of the tokens, worker ids and random draws (default 0). */
   seed?: bigint;
   /** Engine parameters (default: the `dynamo-mocker` set). */
@@ -155,7 +157,7 @@ export function runTimedSim(requests: readonly TraceRequest[], options: TimedSim
   if (!(eventDelay >= 0 && Number.isFinite(eventDelay))) invalid(`eventDelayMs: expected a number >= 0, got ${String(eventDelay)}`);
   if (!(scrapeMs > 0 && Number.isFinite(scrapeMs))) invalid(`scrapeMs: expected a positive number, got ${String(scrapeMs)}`);
 
-  const sim = new ClusterSim({ workers, cacheBlocks: kvBlocks, blockSize, seed });
+  const sim = new ClusterSim({ workers, cacheBlocks: kvBlocks, blockSize, seed, ...(options.subBlocks === undefined ? {} : { subBlocks: options.subBlocks }) });
   const workerIds = sim.config.workerIds;
   const prepared = prepareAll(sim, requests);
   const n = requests.length;

@@ -1,0 +1,76 @@
+/**
+ * `kvindex replay --policy/--load/--sweep`: the timed replay through the built CLI
+ * (`dist/src/cli/main.js`; `npm test` builds first) on the shipped conversation slice.
+ */
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const CLI = join(ROOT, 'dist/src/cli/main.js');
+const TRACE = join(ROOT, 'data/conversation_trace_head.jsonl');
+
+function kvindex(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [CLI, 'replay', ...args], { cwd: ROOT, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
+      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, stdout, stderr });
+    });
+  });
+}
+
+type Run = Record<string, unknown> & { ttftMs: { p50: number; p90: number; p99: number } };
+
+describe('kvindex replay, timed', () => {
+  it('--policy all --json: one run per policy with the fixed fields', async () => {
+    const r = await kvindex([TRACE, '--policy', 'all', '--load', '0.8', '--limit', '120', '--json']);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    const out = JSON.parse(r.stdout) as { runs: Run[]; engine: string };
+    expect(out.engine).toBe('dynamo-mocker');
+    expect(out.runs.map((x) => x.policy)).toEqual(['kv', 'dynamo', 'round-robin', 'random', 'least-loaded', 'sglang', 'llm-d']);
+    for (const run of out.runs) {
+      expect(run.load).toBe(0.8);
+      expect(run.completed).toBe(120);
+      expect(run.ttftMs.p50).toBeGreaterThan(0);
+      expect(run.ttftMs.p50).toBeLessThanOrEqual(run.ttftMs.p90);
+      expect(run.ttftMs.p90).toBeLessThanOrEqual(run.ttftMs.p99);
+      const e2e = run.e2eMs as Run['ttftMs'];
+      expect(e2e.p99).toBeGreaterThanOrEqual(run.ttftMs.p99);
+      expect(run.throughputRps).toBeGreaterThan(0);
+      expect(run.cachedTokenFraction).toBeGreaterThanOrEqual(0);
+      expect(run.cachedTokenFraction).toBeLessThan(1);
+      expect((run.engines as unknown[]).length).toBe(4);
+    }
+  });
+
+  it('a single run prints the table with each engine', async () => {
+    const r = await kvindex([TRACE, '--policy', 'kv', '--load', '0.5', '--limit', '60']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('TTFT p50 / p90 / p99');
+    expect(r.stdout).toMatch(/^kv\s+0\.5\s+\d+ ms/m);
+    expect(r.stdout.match(/^ {2}\d: /gm)).toHaveLength(4);
+  });
+
+  it('--sweep runs each load; --skip takes a later slice', async () => {
+    const r = await kvindex([TRACE, '--policy', 'round-robin', '--sweep', '0.4,0.8', '--skip', '1950', '--json']);
+    expect(r.code).toBe(0);
+    const out = JSON.parse(r.stdout) as { runs: Run[]; skip: number };
+    expect(out.skip).toBe(1950);
+    expect(out.runs.map((x) => x.load)).toEqual([0.4, 0.8]);
+    expect(out.runs.map((x) => x.requests)).toEqual([50, 50]);
+  });
+
+  it('engine parameters: a smaller step budget changes the times; bad ones are usage errors', async () => {
+    const base = JSON.parse((await kvindex([TRACE, '--policy', 'round-robin', '--limit', '40', '--json'])).stdout) as Run;
+    const slow = JSON.parse((await kvindex([TRACE, '--policy', 'round-robin', '--limit', '40', '--engine-param', 'prefillB=0.1', '--json'])).stdout) as Run;
+    expect(slow.ttftMs.p50).toBeGreaterThan(base.ttftMs.p50);
+    expect(base.load).toBeNull();
+    for (const args of [['--policy', 'nope'], ['--policy', 'kv', '--engine-param', 'bogus=1'], ['--policy', 'kv', '--engine', 'h100'],
+      ['--policy', 'kv', '--record', '/tmp/x.jsonl'], ['--skip', '5'], ['--load', '0'], ['--load', '0.5', '--sweep', '0.5']]) {
+      const r = await kvindex([TRACE, ...args]);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stdout).toBe('');
+    }
+  });
+});
