@@ -3,6 +3,8 @@
  * (`dist/src/cli/main.js`; `npm test` builds first) on the shipped conversation slice.
  */
 import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -67,10 +69,29 @@ describe('kvindex replay, timed', () => {
     expect(slow.ttftMs.p50).toBeGreaterThan(base.ttftMs.p50);
     expect(base.load).toBeNull();
     for (const args of [['--policy', 'nope'], ['--policy', 'kv', '--engine-param', 'bogus=1'], ['--policy', 'kv', '--engine', 'h100'],
-      ['--policy', 'kv', '--record', '/tmp/x.jsonl'], ['--skip', '5'], ['--load', '0'], ['--load', '0.5', '--sweep', '0.5']]) {
+      ['--policy', 'kv', '--record', '/tmp/x.jsonl'], ['--policy', 'kv', '--shards', '2'], ['--skip', '5'], ['--load', '0'], ['--load', '0.5', '--sweep', '0.5']]) {
       const r = await kvindex([TRACE, ...args]);
       expect(r.code, args.join(' ')).toBe(2);
       expect(r.stdout).toBe('');
+    }
+  });
+});
+
+describe('kvindex replay, timed, --report', () => {
+  it('writes one self-contained page with the sweep chart and every run\'s numbers', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kvindex-timed-'));
+    try {
+      const out = join(dir, 'r.html');
+      const r = await kvindex([TRACE, '--policy', 'all', '--sweep', '0.5,0.9', '--limit', '80', '--report', out]);
+      expect(r.code).toBe(0);
+      const html = readFileSync(out, 'utf8');
+      expect(html).toContain('TTFT p99 against achieved throughput');
+      expect(html.match(/<svg/g)!.length).toBe(2 + 7); // percentiles, sweep, one load chart per policy
+      expect(html).not.toMatch(/<script|https?:\/\/(?!www\.w3\.org)/);
+      const json = JSON.parse(html.slice(html.indexOf('<pre class="json">') + 18, html.indexOf('</pre>', html.indexOf('<pre class="json">'))).replace(/&quot;/g, '"')) as Array<{ policy: string }>;
+      expect(json).toHaveLength(14);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

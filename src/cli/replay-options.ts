@@ -41,7 +41,8 @@ indexer and replay:
   --limit N           read at most N lines
   --record FILE       also write every applied event to FILE as Dynamo recorder JSONL
   --report FILE       also write a self-contained HTML report with charts (hit rate, latency,
-                      events and occupancy over time) to FILE
+                      events and occupancy over time) to FILE; in the timed replay: TTFT
+                      per run, TTFT against throughput over a sweep, engine load over time
   --strict            stop with exit code 1 at the first bad line (or a score mismatch)
   --json              print one JSON object on stdout instead of the table
   -h, --help          show this help
@@ -206,7 +207,7 @@ function parseTimed(v: Values, speed: number): TimedCliOptions | null {
     if (stray !== undefined) throw new UsageError(`--${stray}: only with the timed replay (--policy, --load or --sweep)`);
     return null;
   }
-  for (const k of ['record', 'shards', 'strict', 'report']) {
+  for (const k of ['record', 'shards', 'strict']) {
     if (v[k] !== undefined) throw new UsageError(`--${k}: not with the timed replay (--policy, --load or --sweep)`);
   }
   const policy = str('policy') ?? 'kv';

@@ -4,14 +4,16 @@
  * load, and prints one row per run (or, with `--json`, one object: a run's fields at the top
  * level for a single run, `{ runs: [...] }` for several).
  */
-import { readFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { KvIndexError } from '../errors.js';
 import { resolveEngineParams, type EngineParams } from '../trace/engine-params.js';
 import { readTraceFile } from '../trace/mooncake.js';
 import { runTimedSim } from '../trace/timed-sim.js';
-import { summarizeTimed, type Percentiles, type TimedSummary } from '../trace/timed-stats.js';
+import { summarizeTimed, type TimedSummary } from '../trace/timed-stats.js';
 import type { ReplayCliOptions, TimedCliOptions } from './replay-options.js';
-import { formatInt, formatPercent } from './table.js';
+import { renderTimedHtml } from './replay-timed-html.js';
+import { timedJson, timedTable } from './replay-timed-report.js';
+import { formatInt } from './table.js';
 
 function fail(message: string, code: number): number {
   process.stderr.write(`kvindex replay: ${message}\n`);
@@ -40,65 +42,6 @@ function engineParams(t: TimedCliOptions): EngineParams {
   return resolveEngineParams(t.engine, { ...fromFile, ...t.engineParams });
 }
 
-const ms = (x: number): string => (x >= 10_000 ? `${(x / 1000).toFixed(1)} s` : `${Math.round(x)} ms`);
-const trio = (p: Percentiles): string => `${ms(p.p50)} / ${ms(p.p90)} / ${ms(p.p99)}`;
-const round = (x: number, digits: number): number => Number(x.toFixed(digits));
-const roundP = (p: Percentiles): Percentiles => ({ p50: round(p.p50, 1), p90: round(p.p90, 1), p99: round(p.p99, 1) });
-
-/** A run's `--json` fields (stable names; times in ms of simulated time). */
-export function timedJson(s: TimedSummary): Record<string, unknown> {
-  return {
-    policy: s.policy,
-    load: s.load,
-    requests: s.requests,
-    completed: s.completed,
-    rejected: s.rejected,
-    ttftMs: roundP(s.ttftMs),
-    tpotMs: roundP(s.tpotMs),
-    e2eMs: roundP(s.e2eMs),
-    queueMs: roundP(s.queueMs),
-    throughputRps: round(s.throughputRps, 4),
-    throughputTokS: Math.round(s.throughputTokS),
-    outputTokS: Math.round(s.outputTokS),
-    cachedTokenFraction: round(s.cachedTokenFraction, 5),
-    engineCapacityRps: s.engineCapacityRps === null ? null : round(s.engineCapacityRps, 4),
-    timeScale: round(s.timeScale, 6),
-    simulatedMs: Math.round(s.simulatedMs),
-    bucketMs: round(s.bucketMs, 1),
-    engines: s.engines.map((e) => ({ requests: e.requests, busyShare: round(e.busyShare, 4), loadSeries: e.loadSeries.map((x) => round(x, 2)) })),
-  };
-}
-
-/** The summary table: one row per run, then each engine's share for a single run. */
-export function timedTable(runs: readonly TimedSummary[], header: string): string {
-  const rows = [['policy', 'load', 'TTFT p50 / p90 / p99', 'TPOT p50', 'e2e p50 / p99', 'queue p99', 'req/s', 'tok/s', 'cached']];
-  for (const s of runs) {
-    rows.push([
-      s.policy,
-      s.load === null ? 'trace' : String(s.load),
-      trio(s.ttftMs),
-      `${s.tpotMs.p50.toFixed(1)} ms`,
-      `${ms(s.e2eMs.p50)} / ${ms(s.e2eMs.p99)}`,
-      ms(s.queueMs.p99),
-      s.throughputRps.toFixed(3),
-      formatInt(Math.round(s.throughputTokS)),
-      formatPercent(s.cachedTokenFraction),
-    ]);
-  }
-  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
-  let out = `${header}\n`;
-  for (const r of rows) out += r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('  ') + '\n';
-  if (runs.length === 1) {
-    const s = runs[0]!;
-    out += `engines (requests, busy, mean requests in the engine per ${ms(s.bucketMs)} of simulated time):\n`;
-    s.engines.forEach((e, w) => {
-      out += `  ${w}: ${formatInt(e.requests).padStart(6)} req  ${formatPercent(e.busyShare).padStart(6)} busy  ${e.loadSeries.map((x) => x.toFixed(0)).join(' ')}\n`;
-    });
-    if (s.rejected > 0) out += `${s.rejected} requests rejected (larger than an engine's KV pool)\n`;
-  }
-  return out;
-}
-
 /** Runs the timed replay for parsed options whose `timed` is set; resolves to the exit code. */
 export async function runTimedCli(options: ReplayCliOptions): Promise<number> {
   const t = options.timed!;
@@ -108,6 +51,23 @@ export async function runTimedCli(options: ReplayCliOptions): Promise<number> {
   } catch (err) {
     return fail((err as Error).message, 2);
   }
+  // Opened (created) before the run, so a bad path fails fast, as in the plain replay.
+  let reportFd: number | null = null;
+  if (options.report !== null) {
+    try {
+      reportFd = openSync(options.report, 'w');
+    } catch (err) {
+      return fail(`cannot write '${options.report}': ${(err as Error).message}`, 2);
+    }
+  }
+  try {
+    return await timedRuns(options, t, params, reportFd);
+  } finally {
+    if (reportFd !== null) closeSync(reportFd);
+  }
+}
+
+async function timedRuns(options: ReplayCliOptions, t: TimedCliOptions, params: EngineParams, reportFd: number | null): Promise<number> {
   const lines = options.limit === Infinity ? Infinity : t.skip + options.limit;
   const trace = await readTraceFile(options.file, lines);
   const requests = trace.requests.filter((r) => r.line > t.skip);
@@ -141,13 +101,19 @@ export async function runTimedCli(options: ReplayCliOptions): Promise<number> {
     const code = err instanceof KvIndexError ? `[${err.code}] ` : '';
     return fail(`${code}${(err as Error).message}`, 1);
   }
+  const header = `timed replay of ${options.file} lines ${requests[0]!.line}-${requests[requests.length - 1]!.line} (${formatInt(requests.length)} requests), `
+    + `${sim.workers ?? 4} engines '${t.engine}' of ${formatInt(sim.cacheBlocks ?? 16_384)} blocks, KV events after ${t.eventDelayMs} ms`;
+  if (reportFd !== null) {
+    try {
+      writeSync(reportFd, renderTimedHtml(runs, header, new Date()));
+    } catch (err) {
+      return fail(`cannot write '${options.report ?? ''}': ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, 1);
+    }
+  }
   if (options.json) {
     const body = runs.length === 1 ? timedJson(runs[0]!) : { runs: runs.map(timedJson) };
     process.stdout.write(JSON.stringify({ file: options.file, engine: t.engine, engineParams: params, skip: t.skip, ...body }) + '\n');
   } else {
-    const first = requests[0]!.line;
-    const header = `timed replay of ${options.file} lines ${first}-${requests[requests.length - 1]!.line} (${formatInt(requests.length)} requests), `
-      + `${sim.workers ?? 4} engines '${t.engine}' of ${formatInt(sim.cacheBlocks ?? 16_384)} blocks, KV events after ${t.eventDelayMs} ms`;
     process.stdout.write(timedTable(runs, header));
   }
   return 0;

@@ -41,7 +41,6 @@ export async function main(args: string[]): Promise<number> {
     const e = err as NodeJS.ErrnoException;
     return fail(`cannot read '${options.file}': ${e.code === 'ENOENT' ? 'no such file' : e.message}`, 2);
   }
-  if (options.timed !== null) return runTimedCli(options);
   // An output that is the input (or the other output) would be truncated by opening it before
   // the input is read: `--record in.jsonl` emptied in.jsonl (found by fuzzing).
   const outputs: Array<[string, string | null]> = [['--record', options.record], ['--report', options.report]];
@@ -52,6 +51,7 @@ export async function main(args: string[]): Promise<number> {
   if (options.record !== null && options.report !== null && (options.record === options.report || sameFile(options.record, options.report))) {
     return fail(`--record and --report name the same file '${options.record}'`, 2);
   }
+  if (options.timed !== null) return runTimedCli(options);
   let recorder: WriteStream | null = null;
   let recordError: NodeJS.ErrnoException | null = null;
   if (options.record !== null) {
