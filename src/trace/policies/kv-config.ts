@@ -9,7 +9,8 @@ export const DYNAMO_ROUTING: Readonly<KvPolicyConfig> = Object.freeze({});
 
 /**
  * kvindex's default routing configuration (the `kv` policy), tuned on the first 2,000 requests
- * of the Mooncake synthetic and conversation traces at load 0.8 (docs/replay-timed.md):
+ * of the Mooncake synthetic and conversation traces at load 0.8 (docs/replay-timed.md; TTFT p99
+ * here is the 1,981st of 2,000 values, one rank above the nearest-rank p99 the CLI reports):
  * - `prefillLoadScale: 30`: the prefill term (queued prefill plus this prompt's uncached
  *   blocks, what the first token waits for) outweighs the decode term (blocks held by running
  *   requests, which costs memory, not TTFT) 30 to 1; Dynamo weighs them 1 to 1, so a worker
