@@ -22,7 +22,7 @@ import type { RouterEvent, StoredBlock } from '../protocol/types.js';
 import { RadixTree } from '../tree/radix-tree.js';
 import { ClusterSim } from './cluster-sim.js';
 import { EngineModel, type EngineRequest } from './engine-model.js';
-import { resolveEngineParams, type EngineParams } from './engine-params.js';
+import { prefillMs, resolveEngineParams, type EngineParams } from './engine-params.js';
 import type { TraceRequest } from './mooncake.js';
 import { createPolicy } from './policies/create-policy.js';
 import type { KvPolicyConfig } from './policies/kv-router.js';
@@ -189,6 +189,7 @@ export function runTimedSim(requests: readonly TraceRequest[], options: TimedSim
     blockSize,
     seed: Number(seed & 0x7fff_ffffn),
     now: () => now,
+    prefillTokensPerMs: params.tokenBudget / prefillMs(params, params.tokenBudget),
     metrics: (w) => scraped[w]!,
   }, options.kvConfig ?? {});
 

@@ -10,12 +10,13 @@ import { sglangPolicy } from './sglang.js';
 
 /**
  * The policy `name` over `ctx`. `kvConfig` is merged over the `kv` or `dynamo` configuration
- * (ignored by the other policies).
+ * (ignored by the other policies). `kv` also gets the engines' profiled prefill speed
+ * (`prefillTokensPerMs`: its virtual prefill queues).
  */
 export function createPolicy(name: PolicyName, ctx: PolicyContext, kvConfig: KvPolicyConfig = {}): RoutingPolicy {
   switch (name) {
     case 'kv':
-      return kvRouterPolicy(ctx, { ...KVINDEX_ROUTING, ...kvConfig });
+      return kvRouterPolicy(ctx, { ...KVINDEX_ROUTING, prefillTokensPerMs: ctx.prefillTokensPerMs, ...kvConfig });
     case 'dynamo':
       return kvRouterPolicy(ctx, { ...DYNAMO_ROUTING, ...kvConfig });
     case 'round-robin':

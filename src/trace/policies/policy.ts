@@ -51,6 +51,11 @@ export interface PolicyContext {
   seed: number;
   /** Simulated time, ms. */
   now: () => number;
+  /**
+   * The engines' prefill speed, tokens per ms, as an operator profiles it (a full-budget
+   * prefill step's tokens over its time): what a router may be configured with.
+   */
+  prefillTokensPerMs: number;
   /** The last scrape of engine `w`'s metrics. */
   metrics: (w: number) => ScrapedMetrics;
 }
