@@ -103,7 +103,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const markdown = [
     'Timed replay (`kvindex replay --policy all --load X`, docs/replay-timed.md): 4 engines with the `dynamo-mocker` parameter set '
       + '(Dynamo mocker\'s scheduler limits and timing polynomials), 16,384 blocks of 64 tokens each, KV events 20 ms late. '
-      + 'Times are simulated ms (machine-independent). `kv` is kvindex\'s default configuration (prefillLoadScale 30, overlapBonus 100), '
+      + 'Times are simulated ms (machine-independent). `kv` is kvindex\'s default configuration (prefillLoadScale 30, overlapBonus 100, prefillTokensPerMs = the engines\' profiled prefill speed, 48.5), '
       + '`dynamo` KvRouter with Dynamo\'s defaults.',
     '',
     '**Goal** (load 0.8): kv has the best TTFT p99 of all policies, >= 20 % better than dynamo, at no lower throughput.',
