@@ -3,7 +3,7 @@
  * (`dist/src/cli/main.js`; `npm test` builds first) on the shipped conversation slice.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -63,7 +63,7 @@ describe('kvindex replay, timed', () => {
     expect(out.runs.map((x) => x.requests)).toEqual([50, 50]);
   });
 
-  it('engine parameters: a smaller step budget changes the times; bad ones are usage errors', async () => {
+  it('engine parameters: a slower prefill changes the times; bad options are usage errors', async () => {
     const base = JSON.parse((await kvindex([TRACE, '--policy', 'round-robin', '--limit', '40', '--json'])).stdout) as Run;
     const slow = JSON.parse((await kvindex([TRACE, '--policy', 'round-robin', '--limit', '40', '--engine-param', 'prefillB=0.1', '--json'])).stdout) as Run;
     expect(slow.ttftMs.p50).toBeGreaterThan(base.ttftMs.p50);
@@ -73,6 +73,44 @@ describe('kvindex replay, timed', () => {
       const r = await kvindex([TRACE, ...args]);
       expect(r.code, args.join(' ')).toBe(2);
       expect(r.stdout).toBe('');
+    }
+  });
+});
+
+describe('kvindex replay, timed, --engine-file', () => {
+  it('applies a JSON object of overrides; anything else is a usage error', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kvindex-timed-'));
+    try {
+      const good = join(dir, 'good.json');
+      writeFileSync(good, JSON.stringify({ tokenBudget: 4096, maxRunning: 64 }));
+      const r = await kvindex([TRACE, '--policy', 'round-robin', '--limit', '20', '--engine-file', good, '--engine-param', 'maxRunning=32', '--json']);
+      expect(r.code).toBe(0);
+      const out = JSON.parse(r.stdout) as { engineParams: { tokenBudget: number; maxRunning: number } };
+      expect(out.engineParams.tokenBudget).toBe(4096);
+      expect(out.engineParams.maxRunning).toBe(32); // --engine-param wins over the file
+      for (const [name, text] of [['list.json', '[1]'], ['bad.json', '{"tokenBudget": '], ['field.json', '{"speed": 2}'], ['nan.json', '{"prefillB": "fast"}']]) {
+        writeFileSync(join(dir, name!), text!);
+        const bad = await kvindex([TRACE, '--policy', 'kv', '--limit', '5', '--engine-file', join(dir, name!)]);
+        expect(bad.code, name).toBe(2);
+        expect(bad.stderr).toMatch(/engine/);
+      }
+      expect((await kvindex([TRACE, '--policy', 'kv', '--engine-file', join(dir, 'missing.json')])).code).toBe(2);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a file with no trace request fails with exit 1 and says why', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kvindex-timed-'));
+    try {
+      const events = join(dir, 'events.jsonl');
+      writeFileSync(events, '{"timestamp": 1, "event": {"event_id": 1}}\nnot json\n');
+      const r = await kvindex([events, '--policy', 'kv']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/no trace request/);
+      expect(r.stderr).toMatch(/2 bad lines/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
