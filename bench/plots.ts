@@ -2,7 +2,8 @@
  * The SVG plots beside BENCHMARKS.md (bench/plots/*.svg), drawn from a run's rows with the
  * product's own chart renderer (src/report/svg-chart.ts): snapshot time against pairs with a
  * constant-per-pair line, the offered-load sweep (achieved and lookup p99 against offered, per
- * shard count), and lookup latency percentiles per channel. `bench/run.ts` writes them on a full
+ * shard count), lookup latency percentiles per channel, and the timed replay's TTFT p99 against
+ * throughput per routing policy. `bench/run.ts` writes them on a full
  * run and puts each image at the top of its section; `node dist/bench/plots.js` redraws them from
  * bench/results.json.
  */
@@ -106,6 +107,26 @@ export function plotsOf(suites: ReadonlyArray<{ name: string; rows: Row[] }>): P
         series: quiet.map((r) => ({
           name: `shards ${String(r['shards'])}: ${String(r['lookup']).replace(/ \(.*\)$/, '')}`,
           points: LEVELS.map(([k, x]): Point => [x, num(r, k)]),
+        })),
+      }),
+    });
+  }
+  // The timed replay's load sweep (bench/ttft.bench.ts): TTFT p99 against achieved throughput.
+  const ttft = rows('ttft').filter((r) => r['sweep'] === true && Number.isFinite(num(r, 'ttftP99')));
+  if (ttft.length > 0) {
+    const policies = [...new Set(ttft.map((r) => String(r['policy'])))];
+    plots.push({
+      suite: 'ttft',
+      file: 'ttft-sweep.svg',
+      alt: 'TTFT p99 against achieved requests per second over the load sweep, per routing policy',
+      svg: renderChart({
+        title: 'TTFT p99 vs throughput, load 0.3-1.0 (synthetic 1-2000, dynamo-mocker engines)',
+        xLabel: 'completed requests/s',
+        yLabel: 'TTFT p99 (ms of simulated time, log scale)',
+        yLog: true,
+        series: policies.map((p) => ({
+          name: p,
+          points: ttft.filter((r) => r['policy'] === p).map((r): Point => [num(r, 'throughputRps'), num(r, 'ttftP99')]),
         })),
       }),
     });

@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { ClusterSimOptions } from '../trace/cluster-sim.js';
+import { isPolicyName, POLICY_NAMES, type PolicyName } from '../trace/policies/policy.js';
 import type { ReplayRoutingOptions } from './replay-routing.js';
 
 export const REPLAY_USAGE = `usage: kvindex replay [file] [options]
@@ -22,6 +23,18 @@ simulation (traces only):
 routing (traces only; the product's KvRouter decides):
   --temperature X     selector temperature, 0 = minimum cost (default 0)
   --credit X          overlap score credit per cached block, 0..1 (default 1)
+timed replay (traces only; engines that take time, latency per routing policy; see
+docs/replay-timed.md):
+  --policy P          route with P: ${POLICY_NAMES.join(', ')}, or all
+                      (selects the timed replay; default kv)
+  --load X            rescale arrivals so the offered work is X times the fleet's capacity
+                      (selects the timed replay; default: the trace's times, / --speed)
+  --sweep X,Y,...     run each load in turn (selects the timed replay)
+  --engine NAME       engine parameter set: dynamo-mocker (default), small-budget
+  --engine-param K=V  override one engine parameter (repeatable), e.g. tokenBudget=4096
+  --engine-file FILE  engine parameter overrides as a JSON object
+  --event-delay MS    delay of the engines' KV events to the router (default 20)
+  --skip N            skip the first N lines of the trace (another slice)
 indexer and replay:
   --shards N          indexer shard threads, 0 = in-thread (default 0); with threads, lookups
                       read the latest applied state without waiting for the events in flight,
@@ -32,7 +45,8 @@ indexer and replay:
   --limit N           read at most N lines
   --record FILE       also write every applied event to FILE as Dynamo recorder JSONL
   --report FILE       also write a self-contained HTML report with charts (hit rate, latency,
-                      events and occupancy over time) to FILE
+                      events and occupancy over time) to FILE; in the timed replay: TTFT
+                      per run, TTFT against throughput over a sweep, engine load over time
   --strict            stop with exit code 1 at the first bad line (or a score mismatch)
   --json              print one JSON object on stdout instead of the table
   -h, --help          show this help
@@ -55,6 +69,21 @@ export interface ReplayCliOptions {
   report: string | null;
   sim: ClusterSimOptions;
   routing: ReplayRoutingOptions;
+  /** The timed replay's options, or null for the instant replay. */
+  timed: TimedCliOptions | null;
+}
+
+/** Options of the timed replay (`--policy`, `--load`, `--sweep` select it). */
+export interface TimedCliOptions {
+  policies: PolicyName[];
+  /** Loads to run in turn; null keeps the trace's times (divided by --speed). */
+  loads: Array<number | null>;
+  engine: string;
+  /** `--engine-param` overrides, applied after `--engine-file`'s. */
+  engineParams: Record<string, number>;
+  engineFile: string | null;
+  eventDelayMs: number;
+  skip: number;
 }
 
 /** A command-line mistake: exit code 2 with this message. */
@@ -104,6 +133,14 @@ export function parseReplayArgs(args: string[]): ReplayCliOptions | null {
         report: { type: 'string' },
         strict: { type: 'boolean' },
         json: { type: 'boolean' },
+        policy: { type: 'string' },
+        load: { type: 'string' },
+        sweep: { type: 'string' },
+        engine: { type: 'string' },
+        'engine-param': { type: 'string', multiple: true },
+        'engine-file': { type: 'string' },
+        'event-delay': { type: 'string' },
+        skip: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -153,6 +190,7 @@ export function parseReplayArgs(args: string[]): ReplayCliOptions | null {
   const shards = integer('shards', v.shards, 0, 64) ?? 0;
   const readYourWrites = v['read-your-writes'] === true;
   if (readYourWrites && shards === 0) throw new UsageError('--read-your-writes: only with --shards N (in-thread lookups always see every event)');
+  const limit = integer('limit', v.limit, 1, Number.MAX_SAFE_INTEGER) ?? Infinity;
   return {
     file: parsed.positionals[0] ?? defaultTraceFile(),
     shards,
@@ -160,10 +198,63 @@ export function parseReplayArgs(args: string[]): ReplayCliOptions | null {
     speed,
     strict: v.strict === true,
     json: v.json === true,
-    limit: integer('limit', v.limit, 1, Number.MAX_SAFE_INTEGER) ?? Infinity,
+    limit,
     record: v.record ?? null,
     report: v.report ?? null,
     sim,
     routing,
+    timed: parseTimed(v, speed),
+  };
+}
+
+type Values = Record<string, string | boolean | string[] | undefined>;
+
+/** The timed replay's options, or null when none of --policy, --load, --sweep is given. */
+function parseTimed(v: Values, speed: number): TimedCliOptions | null {
+  const str = (k: string): string | undefined => v[k] as string | undefined;
+  const timedOnly = ['engine', 'engine-param', 'engine-file', 'event-delay', 'skip'];
+  if (str('policy') === undefined && str('load') === undefined && str('sweep') === undefined) {
+    const stray = timedOnly.find((k) => v[k] !== undefined);
+    if (stray !== undefined) throw new UsageError(`--${stray}: only with the timed replay (--policy, --load or --sweep)`);
+    return null;
+  }
+  for (const k of ['record', 'shards', 'read-your-writes', 'strict']) {
+    if (v[k] !== undefined) throw new UsageError(`--${k}: not with the timed replay (--policy, --load or --sweep)`);
+  }
+  const policy = str('policy') ?? 'kv';
+  let policies: PolicyName[];
+  if (policy === 'all') policies = [...POLICY_NAMES];
+  else if (isPolicyName(policy)) policies = [policy];
+  else throw new UsageError(`--policy: expected one of ${POLICY_NAMES.join(', ')} or all, got '${policy}'`);
+  const fraction = (name: string, text: string): number => {
+    const x = /^[0-9]+(\.[0-9]+)?$/.test(text) ? Number(text) : NaN;
+    if (!(x > 0 && x <= 100)) throw new UsageError(`--${name}: expected a number in (0, 100], got '${text}'`);
+    return x;
+  };
+  if (str('load') !== undefined && str('sweep') !== undefined) throw new UsageError('--load and --sweep: give one');
+  let loads: Array<number | null> = [null];
+  if (str('load') !== undefined) loads = [fraction('load', str('load')!)];
+  if (str('sweep') !== undefined) loads = str('sweep')!.split(',').map((t) => fraction('sweep', t.trim()));
+  if (loads[0] === null && speed !== Infinity && !(speed > 0)) throw new UsageError('--speed: expected a positive number');
+  const engineParams: Record<string, number> = {};
+  for (const kv of (v['engine-param'] as string[] | undefined) ?? []) {
+    const m = /^([A-Za-z]+)=(-?[0-9]+(\.[0-9]+)?(e[-+]?[0-9]+)?)$/.exec(kv);
+    if (m === null) throw new UsageError(`--engine-param: expected NAME=NUMBER, got '${kv}'`);
+    engineParams[m[1]!] = Number(m[2]);
+  }
+  const delayText = str('event-delay');
+  let eventDelayMs = 20;
+  if (delayText !== undefined) {
+    eventDelayMs = /^[0-9]+(\.[0-9]+)?$/.test(delayText) ? Number(delayText) : NaN;
+    if (!(eventDelayMs >= 0 && eventDelayMs <= 1e9)) throw new UsageError(`--event-delay: expected a number of ms in 0..1e9, got '${delayText}'`);
+  }
+  return {
+    policies,
+    loads,
+    engine: str('engine') ?? 'dynamo-mocker',
+    engineParams,
+    engineFile: str('engine-file') ?? null,
+    eventDelayMs,
+    skip: integer('skip', str('skip'), 0, Number.MAX_SAFE_INTEGER) ?? 0,
   };
 }

@@ -11,6 +11,7 @@ import { parseReplayArgs, REPLAY_USAGE, UsageError, type ReplayCliOptions } from
 import { replayJson, replayTable } from './replay-report.js';
 import { renderReplayHtml } from './replay-html.js';
 import { runReplay, type ReplayRunOptions } from './replay-run.js';
+import { runTimedCli } from './replay-timed.js';
 import { ReplayTimeline } from './replay-timeline.js';
 import type { ReplaySummary } from './replay-summary.js';
 import { formatInt } from './table.js';
@@ -50,6 +51,7 @@ export async function main(args: string[]): Promise<number> {
   if (options.record !== null && options.report !== null && (options.record === options.report || sameFile(options.record, options.report))) {
     return fail(`--record and --report name the same file '${options.record}'`, 2);
   }
+  if (options.timed !== null) return runTimedCli(options);
   let recorder: WriteStream | null = null;
   let recordError: NodeJS.ErrnoException | null = null;
   if (options.record !== null) {

@@ -64,6 +64,13 @@ export interface KvRouterOptions extends Omit<SelectorConfig, 'blockSize'> {
   routerId?: bigint;
   /** Receives this router's `ActiveSequenceEvent`s, for its replicas. */
   onSequenceEvent?: ((event: ActiveSequenceEvent) => void) | null;
+  /**
+   * An engine's prefill speed, tokens per ms, or null (default: Dynamo's accounting). When set,
+   * a candidate's queued prefill is what remains of it after the engine worked at this speed
+   * since it was routed (a virtual queue per candidate), never more than the tokens of its
+   * requests still before their first token: a prompt nearly done counts as nearly done.
+   */
+  prefillTokensPerMs?: number | null;
 }
 
 export interface RouteOptions extends BlockHashOptions {
@@ -106,6 +113,10 @@ export class KvRouter {
   readonly #predictedTree: RadixTree | null;
   readonly #predicted: ApproxIndex | null;
   #workers: WorkerCandidate[];
+  readonly #rate: number;
+  readonly #clock: () => number;
+  /** Virtual prefill queue per candidate key: tokens left at `at` ms. */
+  readonly #virtual = new Map<string, { left: number; at: number }>();
   readonly #result: MatchResult = createMatchResult();
   readonly #side: MatchResult = createMatchResult();
   #nextId = 0;
@@ -114,11 +125,15 @@ export class KvRouter {
     if (typeof options !== 'object' || options === null || typeof options.indexer?.findMatchesInto !== 'function') {
       throw new KvIndexError(ErrorCode.InvalidOption, 'indexer: expected a ShardedIndexer or RadixTree');
     }
-    const { indexer, workers, approximate, approximateTtlMs, approximateMaxBlocks, predictedTtlMs, sequenceTtlMs, now, routerId, onSequenceEvent, ...selector } = options;
+    const { indexer, workers, approximate, approximateTtlMs, approximateMaxBlocks, predictedTtlMs, sequenceTtlMs, now, routerId, onSequenceEvent, prefillTokensPerMs, ...selector } = options;
+    const rate = prefillTokensPerMs ?? 0;
+    if (typeof rate !== 'number' || !Number.isFinite(rate) || rate < 0) throw new KvIndexError(ErrorCode.InvalidOption, `prefillTokensPerMs: expected a finite number >= 0 or null, got ${showValue(rate)}`);
+    this.#rate = rate;
     this.#config = resolveSelectorConfig({ ...selector, blockSize: options.blockSize });
     this.#index = indexer;
     this.#blockSize = options.blockSize;
     const clock = now ?? (() => performance.now());
+    this.#clock = clock;
     this.#sequences = new ActiveSequences({
       blockSize: options.blockSize,
       now: clock,
@@ -242,7 +257,7 @@ export class KvRouter {
       const c = candidates[i]!;
       const l = this.#sequences.load(c.workerId, c.dpRank);
       loads[i] = {
-        activePrefillTokens: l.activePrefillTokens,
+        activePrefillTokens: this.#rate > 0 ? Math.min(l.activePrefillTokens, this.#virtualLeft(c.workerId, c.dpRank)) : l.activePrefillTokens,
         decodeBlocks: l.activeBlocks + this.#sequences.newSequenceBlocks(c.workerId, c.dpRank, seq),
         activeRequests: l.activeRequests,
       };
@@ -251,6 +266,10 @@ export class KvRouter {
     const t3 = performance.now();
 
     const prefillTokens = Math.max(0, tokenCount - s.overlapBlocks * this.#blockSize);
+    if (this.#rate > 0) {
+      const key = `${s.workerId}:${s.dpRank}`;
+      this.#virtual.set(key, { left: this.#virtualLeft(s.workerId, s.dpRank) + prefillTokens, at: this.#clock() });
+    }
     this.#sequences.addRequest(requestId, s.workerId, seq, {
       dpRank: s.dpRank,
       prefillTokens,
@@ -274,6 +293,13 @@ export class KvRouter {
       selectUs: (t3 - t2) * 1000,
       recordUs: (t4 - t3) * 1000,
     };
+  }
+
+  /** Tokens left in a candidate's virtual prefill queue now. */
+  #virtualLeft(workerId: bigint, dpRank: number): number {
+    const v = this.#virtual.get(`${workerId}:${dpRank}`);
+    if (v === undefined) return 0;
+    return Math.max(0, v.left - this.#rate * (this.#clock() - v.at));
   }
 
   /** The request's first token arrived: its prefill no longer loads the worker. False if unknown. */

@@ -3,7 +3,7 @@
  * and sources are in docs/routing.md):
  *
  *   cost = prefillLoadScale * max(rawPrefillBlocks - overlapCredit, 0) + decodeBlocks
- *          + decodeActiveRequestWeight * activeRequests
+ *          + decodeActiveRequestWeight * activeRequests - overlapBonus * deviceOverlap
  *   rawPrefillBlocks = activePrefillTokens / blockSize + requestTokens / blockSize
  *   overlapCredit    = credit * decay * deviceOverlap + hostWeight * hostOverlap
  *                      + diskWeight * diskOverlap
@@ -70,6 +70,13 @@ export interface SelectorConfig {
   prefillLoadScale?: number;
   /** Blocks of cost per active request (default 0). */
   decodeActiveRequestWeight?: number;
+  /**
+   * Blocks of cost taken off per device-overlap block, outside the prefill term (default 0,
+   * Dynamo's cost). Not Dynamo's: it values keeping a prefix where it is cached beyond the
+   * prefill it saves now (the next turn of a conversation finds it there), which the
+   * prefill credit alone stops counting once the prefill term reaches 0.
+   */
+  overlapBonus?: number;
   /** 0 (default): minimum cost; T > 0: softmax sampling. */
   temperature?: number;
   /** Random source for tie-breaks and sampling (default `Math.random`). */
@@ -85,6 +92,7 @@ export interface ResolvedSelectorConfig {
   diskCacheHitWeight: number;
   prefillLoadScale: number;
   decodeActiveRequestWeight: number;
+  overlapBonus: number;
   temperature: number;
   random: RandomSource;
 }
@@ -147,6 +155,7 @@ export function resolveSelectorConfig(c: SelectorConfig): ResolvedSelectorConfig
     diskCacheHitWeight: nonNegative('diskCacheHitWeight', c.diskCacheHitWeight, 0.25),
     prefillLoadScale: nonNegative('prefillLoadScale', c.prefillLoadScale, 1),
     decodeActiveRequestWeight: nonNegative('decodeActiveRequestWeight', c.decodeActiveRequestWeight, 0),
+    overlapBonus: nonNegative('overlapBonus', c.overlapBonus, 0),
     temperature: nonNegative('temperature', c.temperature, 0),
     random: c.random ?? Math.random,
   };
@@ -222,7 +231,7 @@ export function selectResolved(
       + c.hostCacheHitWeight * (tiers.host?.get(id) ?? 0)
       + c.diskCacheHitWeight * (tiers.disk?.get(id) ?? 0);
     const raw = prefill[i]! / bs + promptBlocks;
-    const cost = scale * Math.max(raw - overlapCredit, 0) + decode + c.decodeActiveRequestWeight * active;
+    const cost = scale * Math.max(raw - overlapCredit, 0) + decode + c.decodeActiveRequestWeight * active - c.overlapBonus * device;
     costs[i] = cost;
     if (cost < min) min = cost;
     if (cost > max) max = cost;
