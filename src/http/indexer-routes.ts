@@ -21,7 +21,7 @@ import { formatRouteDecision } from '../router/decision-json.js';
 import { KvIndexError, ErrorCode } from '../errors.js';
 import type { KvRouter, RouteOptions } from '../router/kv-router.js';
 import { QueryBodyReader } from './query-body.js';
-import { HttpRequestError, modelTenant, readQuery, readQueryByHash, readRegister, readRequestRef, readRoute, readUnregister } from './requests.js';
+import { HttpRequestError, modelTenant, type RegisterRequest, type UnregisterRequest, readQuery, readQueryByHash, readRegister, readRequestRef, readRoute, readUnregister } from './requests.js';
 import { dumpJson, scoresJson, workersJson } from './responses.js';
 
 export interface IndexerRoutesOptions {
@@ -36,6 +36,13 @@ export interface IndexerRoutesOptions {
    * status (400, 401, 404, 409, 413, 415, 503, 500, ...). Errors only: a success costs nothing.
    */
   onError?: (route: string, status: number) => void;
+  /**
+   * Replaces `registry.register` for POST /register, given the body too (the gateway reads an
+   * engine's `url` from it). Throws `HttpRequestError` like the registry.
+   */
+  register?: (r: RegisterRequest, body: unknown) => Promise<void>;
+  /** Replaces `registry.unregister` for POST /unregister. */
+  unregister?: (r: UnregisterRequest) => Promise<number>;
 }
 
 const JSON_TYPE = 'application/json; charset=utf-8';
@@ -73,13 +80,16 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
     };
     const ok = (reply: FastifyReply, status: number): FastifyReply => reply.code(status).type(JSON_TYPE).send('{"status":"ok"}');
 
+    const register = options.register ?? ((r: RegisterRequest) => registry.register(r));
+    const unregister = options.unregister ?? ((r: UnregisterRequest) => registry.unregister(r));
     api.post('/register', { onRequest: auth }, async (req, reply) => {
-      await registry.register(readRegister(lossless(req.body)));
+      const body = lossless(req.body);
+      await register(readRegister(body), body);
       return ok(reply, 201);
     });
 
     api.post('/unregister', { onRequest: auth }, async (req, reply) => {
-      const n = await registry.unregister(readUnregister(lossless(req.body)));
+      const n = await unregister(readUnregister(lossless(req.body)));
       if (n === 0) throw new HttpRequestError('worker not found', 404);
       return ok(reply, 200);
     });
