@@ -54,6 +54,8 @@ export interface CatalogEngine {
   seenMessages: number;
   /** Since when an event is owed (performance.now() ms), or null. */
   owedSince: number | null;
+  /** Messages of its listener when the owing request was sent: any later one pays the debt. */
+  owedMessages: number;
   stale: boolean;
 }
 
@@ -103,7 +105,7 @@ export class EngineCatalog {
     if (listener === undefined) return; // unregistered meanwhile
     this.#engines.set(key(e.instanceId, e.modelName, e.tenantId, e.dpRank), {
       instanceId: e.instanceId, modelName: e.modelName, tenantId: e.tenantId, dpRank: e.dpRank, url: e.url, listener,
-      seenMessages: listener.source.stats().messages, owedSince: null, stale: false,
+      seenMessages: listener.source.stats().messages, owedSince: null, owedMessages: 0, stale: false,
     });
     if (!this.#urls.has(e.url)) this.#urls.set(e.url, { health: Health.Unknown, models: [], adapters: new Map() });
   }
@@ -188,29 +190,35 @@ export class EngineCatalog {
    * listener since `messagesAtDispatch`, an event is owed from now.
    */
   owe(e: CatalogEngine, messagesAtDispatch: number, now: number): void {
-    if (e.listener.source.stats().messages === messagesAtDispatch) e.owedSince ??= now;
+    const messages = e.listener.source.stats().messages;
+    if (messages !== messagesAtDispatch) return; // paid already
+    // An older debt still unpaid keeps its time; one paid but not yet checked is replaced
+    // (keeping it lost this debt when the check cleared it: found by the health test).
+    if (e.owedSince !== null && e.owedMessages === messages) return;
+    e.owedSince = now;
+    e.owedMessages = messagesAtDispatch;
   }
 
   /** The staleness check (health.ts runs it at each poll). */
   checkEvents(now: number): void {
     for (const e of this.#engines.values()) {
       const messages = e.listener.source.stats().messages;
-      if (messages !== e.seenMessages) {
-        e.seenMessages = messages;
-        e.owedSince = null;
-        if (e.stale) {
-          e.stale = false;
-          const index = this.registry.index(e.modelName, e.tenantId)?.index;
-          // The source excludes a rank itself while a gap is unreplayable; it re-includes it.
-          if (index !== undefined && e.listener.source.stats().gapsUnreplayable === 0) index.exclude(e.instanceId, e.dpRank, false);
-          this.#logger?.info({ instanceId: e.instanceId.toString(), dpRank: e.dpRank, url: e.url }, 'engine events flow again');
-        }
+      // A message after the owing request's dispatch pays the debt (not one before it that the
+      // last check had not seen yet).
+      if (e.owedSince !== null && messages > e.owedMessages) e.owedSince = null;
+      if (e.stale && messages !== e.seenMessages) {
+        e.stale = false;
+        const index = this.registry.index(e.modelName, e.tenantId)?.index;
+        // The source excludes a rank itself while a gap is unreplayable; it re-includes it.
+        if (index !== undefined && e.listener.source.stats().gapsUnreplayable === 0) index.exclude(e.instanceId, e.dpRank, false);
+        this.#logger?.info({ instanceId: e.instanceId.toString(), dpRank: e.dpRank, url: e.url }, 'engine events flow again');
       } else if (!e.stale && e.owedSince !== null && now - e.owedSince > this.#staleMs) {
         e.stale = true;
         this.staleTransitions++;
         this.registry.index(e.modelName, e.tenantId)?.index.exclude(e.instanceId, e.dpRank, true);
         this.#logger?.warn({ instanceId: e.instanceId.toString(), dpRank: e.dpRank, url: e.url, staleMs: this.#staleMs }, 'engine events stopped: routed by load only');
       }
+      e.seenMessages = messages;
     }
   }
 

@@ -20,6 +20,8 @@ export class FakePrefixCache {
   /** Insertion order is recency: the first entry is the least recently used. */
   readonly #blocks = new Map<bigint, Block>();
   readonly #publisher: VllmPublisher | null;
+  /** While true, nothing is published (a broken publisher); seqs are not used up, so no gap shows. */
+  muted = false;
   /** Publishing is ordered: one batch after the other (ZMQ seq order). */
   #chain: Promise<unknown> = Promise.resolve();
 
@@ -112,7 +114,7 @@ export class FakePrefixCache {
 
   #publish(events: EventSpec[]): void {
     const pub = this.#publisher;
-    if (pub === null) return;
+    if (pub === null || this.muted) return;
     this.#chain = this.#chain.then(() => pub.publish(events)).catch(() => undefined);
   }
 }
