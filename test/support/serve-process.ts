@@ -16,16 +16,16 @@ export interface LogLine {
   [key: string]: unknown;
 }
 
-/** A running `kvindex serve` whose stderr JSON lines are collected. */
+/** A running `kvindex serve` (or another command) whose stderr JSON lines are collected. */
 export class ServeProcess {
   readonly lines: LogLine[] = [];
   readonly exited: Promise<number | null>;
   private readonly proc: ChildProcess;
   private readonly listeners: Array<() => void> = [];
 
-  constructor(args: string[]) {
+  constructor(args: string[], command = 'serve') {
     if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run 'npm run build' first`);
-    this.proc = spawn(process.execPath, [MAIN, 'serve', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+    this.proc = spawn(process.execPath, [MAIN, command, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
     this.exited = new Promise((res) => this.proc.once('exit', (code) => res(code)));
     createInterface({ input: this.proc.stderr! }).on('line', (text) => {
       try {
