@@ -34,6 +34,11 @@ describe.skipIf(!(await zmqAvailable()))('kvindex gateway routing', () => {
       expect(a.overlap).toBe(8);
       expect((a.json as { usage: { prompt_tokens_details: { cached_tokens: number } } }).usage.prompt_tokens_details.cached_tokens).toBe(32);
     }
+    // End-to-end headers pass both ways; hop-by-hop ones and the gateway's own do not.
+    const h = await fleet.send('/v1/completions', { model: 'm', prompt: prefix, max_tokens: 1 }, { 'x-client-tag': 'abc', 'x-kvindex-tenant': 'default', authorization: 'Bearer engine-key' });
+    expect(h.headers.get('x-fake-arrival-ns')).toMatch(/^\d+$/);
+    const seenHeaders = fleet.engineOf(h.worker).seen.at(-1)!.headers;
+    expect([seenHeaders['x-client-tag'], seenHeaders.authorization, seenHeaders['x-kvindex-tenant']]).toEqual(['abc', 'Bearer engine-key', undefined]);
     // The exact u64 id (above 2^53) names the engine that served it.
     const ids = new Set<string>();
     for (let i = 0; i < 12; i++) ids.add((await fleet.send('/v1/completions', { model: 'm', prompt: range(20_000 + i * 100, 8), max_tokens: 1 })).worker!);

@@ -31,6 +31,8 @@ export const GATEWAY_USAGE = `usage: kvindex gateway --http <[host:]port> [optio
   --health-interval <ms>     poll each engine's /health and /v1/models this often (default: 1000)
   --events-stale <ms>        an engine owing KV events this long is routed by load only (default: 10000)
   --body-limit <bytes>       largest request body (default: 16777216)
+  --prefill-load-scale <x>   weight of a candidate's uncached prefill in its cost against its
+                             in-flight blocks (Dynamo's kv_overlap_score_weight; default: 1)
   --metrics <host:port>      serve GET /metrics (Prometheus), /health and /ready on their own
                              listener (host defaults to 127.0.0.1; port 0 picks one, logged)
   --log-level <level>        pino level: debug, info, warn, error (default: info)
@@ -53,6 +55,7 @@ interface GatewayArgs {
   healthIntervalMs: number;
   staleMs: number;
   bodyLimit: number;
+  prefillLoadScale: number;
   logLevel: string;
   metrics: { host: string; port: number } | null;
 }
@@ -70,6 +73,7 @@ function parse(args: string[]): GatewayArgs | 'help' {
       'health-interval': { type: 'string' },
       'events-stale': { type: 'string' },
       'body-limit': { type: 'string' },
+      'prefill-load-scale': { type: 'string' },
       'log-level': { type: 'string' },
       metrics: { type: 'string' },
       help: { type: 'boolean' },
@@ -89,7 +93,10 @@ function parse(args: string[]): GatewayArgs | 'help' {
     throw new UsageError(`--log-level: expected debug, info, warn or error, got '${level}'`);
   }
   const token = values.token ?? process.env.KVINDEX_TOKEN ?? '';
+  const scale = values['prefill-load-scale'] ?? '1';
+  if (!/^[0-9]+(\.[0-9]+)?$/.test(scale) || Number(scale) > 1e6) throw new UsageError(`--prefill-load-scale: expected a number from 0 to 1e6, got '${scale}'`);
   return {
+    prefillLoadScale: Number(scale),
     listen: address('http', values.http),
     engines: values.engines ?? null,
     token: token === '' ? null : token,
@@ -118,7 +125,7 @@ export async function main(args: string[]): Promise<number> {
   }
   const logger = pino({ name: 'kvindex', level: a.logLevel }, pino.destination({ fd: 2, sync: true }));
   const metrics = a.metrics === null ? null : new GatewayMetrics();
-  const gateway = new Gateway({ logger, topic: a.topic, healthIntervalMs: a.healthIntervalMs, staleMs: a.staleMs, ...(metrics === null ? {} : { observer: metrics }) });
+  const gateway = new Gateway({ logger, topic: a.topic, healthIntervalMs: a.healthIntervalMs, staleMs: a.staleMs, routing: { prefillLoadScale: a.prefillLoadScale }, ...(metrics === null ? {} : { observer: metrics }) });
   metrics?.watch(gateway);
   const app = quietFastify(logger);
   let ops: OpsServer | null = null;

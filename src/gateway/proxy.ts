@@ -35,10 +35,24 @@ export function engineHeaders(pick: EnginePick): Record<string, string> {
 
 const RETRY_STATUS = new Set([502, 503, 504]);
 
-function upstreamHeaders(gw: Gateway, pick: EnginePick, client: IncomingHttpHeaders, length: number): Record<string, string> {
-  const h: Record<string, string> = { 'content-type': 'application/json', 'content-length': String(length) };
-  if (typeof client.authorization === 'string') h.authorization = client.authorization;
-  if (typeof client['x-request-id'] === 'string') h['x-request-id'] = client['x-request-id'];
+/** Hop-by-hop headers (RFC 9110 7.6.1) and the length the relay sets itself: not forwarded. */
+const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'content-length']);
+
+/** The engine's answer headers, hop-by-hop ones dropped, and the engine named. */
+function answerHeaders(upstream: Dispatcher.ResponseData['headers'], pick: EnginePick): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [k, v] of Object.entries(upstream)) if (v !== undefined && !HOP.has(k)) out[k] = v;
+  return Object.assign(out, engineHeaders(pick));
+}
+
+/** Client headers not forwarded: hop-by-hop ones, those undici sets, and the gateway's own. */
+const NOT_FORWARDED = new Set([...HOP, 'host', 'expect', 'x-kvindex-tenant']);
+
+function upstreamHeaders(gw: Gateway, pick: EnginePick, client: IncomingHttpHeaders, length: number): Record<string, string | string[]> {
+  const h: Record<string, string | string[]> = {};
+  for (const [k, v] of Object.entries(client)) if (v !== undefined && !NOT_FORWARDED.has(k)) h[k] = v;
+  h['content-type'] = 'application/json';
+  h['content-length'] = String(length);
   // vLLM's data-parallel rank header: an engine with several ranks behind one API server.
   if (gw.catalog.multiRank(pick.engine)) h['x-data-parallel-rank'] = String(pick.engine.dpRank);
   return h;
@@ -113,9 +127,7 @@ export async function relay(gw: Gateway, req: OpenAiRequest, first: EnginePick, 
       }
     }
     const ok = up.statusCode >= 200 && up.statusCode < 300;
-    const headers: Record<string, string> = { ...engineHeaders(pick) };
-    const type = up.headers['content-type'];
-    if (typeof type === 'string') headers['content-type'] = type;
+    const headers = answerHeaders(up.headers, pick);
     if (req.stream && ok) outcome = await relayStream(gw, pick, up, res, headers, arrival);
     else outcome = await relayWhole(gw, pick, up, res, headers, arrival);
     if (outcome === Outcome.Ok && pick.decision.overlapBlocks < pick.decision.requiredBlocks) gw.catalog.owe(pick.engine, messagesAtDispatch, performance.now());
@@ -132,7 +144,7 @@ export async function relay(gw: Gateway, req: OpenAiRequest, first: EnginePick, 
   }
 }
 
-async function relayStream(gw: Gateway, pick: EnginePick, up: Dispatcher.ResponseData, res: ServerResponse, headers: Record<string, string>, arrival: number): Promise<Outcome> {
+async function relayStream(gw: Gateway, pick: EnginePick, up: Dispatcher.ResponseData, res: ServerResponse, headers: Record<string, string | string[]>, arrival: number): Promise<Outcome> {
   headers['cache-control'] = 'no-cache';
   res.writeHead(up.statusCode, headers);
   res.flushHeaders();
@@ -160,7 +172,7 @@ async function relayStream(gw: Gateway, pick: EnginePick, up: Dispatcher.Respons
   return Outcome.Ok;
 }
 
-async function relayWhole(gw: Gateway, pick: EnginePick, up: Dispatcher.ResponseData, res: ServerResponse, headers: Record<string, string>, arrival: number): Promise<Outcome> {
+async function relayWhole(gw: Gateway, pick: EnginePick, up: Dispatcher.ResponseData, res: ServerResponse, headers: Record<string, string | string[]>, arrival: number): Promise<Outcome> {
   const parts: Buffer[] = [];
   try {
     for await (const chunk of up.body) {

@@ -24,6 +24,7 @@ export interface Answer {
   overlap: number;
   text: string;
   json: unknown;
+  headers: Headers;
 }
 
 export class Fleet {
@@ -68,7 +69,7 @@ export class Fleet {
     } catch {
       json = null;
     }
-    return { status: res.status, worker: res.headers.get('x-kvindex-worker'), dpRank: res.headers.get('x-kvindex-dp-rank'), overlap: Number(res.headers.get('x-kvindex-overlap-blocks') ?? -1), text, json };
+    return { status: res.status, worker: res.headers.get('x-kvindex-worker'), dpRank: res.headers.get('x-kvindex-dp-rank'), overlap: Number(res.headers.get('x-kvindex-overlap-blocks') ?? -1), text, json, headers: res.headers };
   }
 
   /** The fake engine of an instance id. */
