@@ -37,6 +37,7 @@ const SUITES: Array<[string, () => Promise<Suite>]> = [
   ['route', async () => (await import('./route.bench.js')).run],
   ['zmq', async () => (await import('./zmq.bench.js')).run],
   ['serve-overhead', async () => (await import('./serve-overhead.bench.js')).run],
+  ['gateway', async () => (await import('./gateway.bench.js')).run],
 ];
 
 /** The suites of `--quick`: each on a subset; the threaded and NATS suites need `--only`. */

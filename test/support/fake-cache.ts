@@ -79,6 +79,14 @@ export class FakePrefixCache {
     return hit;
   }
 
+  /** How many leading full blocks of the prompt are cached; changes nothing. */
+  probe(tokens: readonly number[], loraName: string | null): number {
+    const ids = computeSequenceHashes(computeBlockHashes(Uint32Array.from(tokens), this.blockSize, loraName === null ? {} : { loraName }));
+    let hit = 0;
+    while (hit < ids.length && this.#blocks.has(ids[hit]!)) hit++;
+    return hit;
+  }
+
   /** Empties the cache, publishing AllBlocksCleared. */
   clear(): void {
     this.#blocks.clear();

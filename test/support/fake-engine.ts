@@ -3,7 +3,8 @@
  * a real HTTP server on a free 127.0.0.1 port serving `POST /v1/completions` and
  * `/v1/chat/completions` (stream or not; SSE as OpenAI's, ending `data: [DONE]`), `GET /v1/models`
  * (the model and its LoRA adapters, each adapter with `parent` set as vLLM lists them),
- * `GET /health` and `POST /tokenize` (vLLM's shape, fake-tokenizer.ts). Its simulated prefix
+ * `GET /health` and `POST /tokenize` (vLLM's shape, fake-tokenizer.ts); for the benchmark,
+ * `POST /probe` (the cached tokens of a prompt, nothing admitted) and `POST /reset` (cache cleared). Its simulated prefix
  * cache (fake-cache.ts) publishes real vLLM-format KV events over ZMQ and the answers report
  * `usage.prompt_tokens_details.cached_tokens` as vLLM does.
  *
@@ -16,7 +17,7 @@
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { FakePrefixCache } from './fake-cache.js';
 import { answerWord, applyChatTemplate, tokenize, type ChatMessage } from './fake-tokenizer.js';
 import { VllmPublisher } from './vllm-publisher.js';
@@ -129,6 +130,9 @@ export class FakeEngine {
   }
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    // The arrival on the host's monotonic clock (shared by every process): the benchmark
+    // subtracts its send time to get the request leg's latency.
+    res.setHeader('x-fake-arrival-ns', process.hrtime.bigint().toString());
     try {
       const body = req.method === 'POST' ? await readBody(req) : null;
       const path = (req.url ?? '/').split('?')[0]!;
@@ -137,6 +141,12 @@ export class FakeEngine {
       if (body === null) return error(res, 404, `no route ${req.method ?? ''} ${path}`);
       const parsed = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
       if (path === '/tokenize') return this.#tokenize(res, parsed);
+      // The benchmark's hindsight oracle: what this engine holds of a prompt, without admitting it.
+      if (path === '/probe') return json(res, 200, { cached_tokens: this.cache.probe(this.#promptTokens(parsed), parsed.model === this.options.model ? null : String(parsed.model)) * this.options.blockSize });
+      if (path === '/reset') {
+        this.cache.clear();
+        return json(res, 200, {});
+      }
       if (path === '/v1/completions' || path === '/v1/chat/completions') return await this.#generate(req, res, path, parsed);
       return error(res, 404, `no route ${req.method ?? ''} ${path}`);
     } catch (err) {
@@ -202,7 +212,8 @@ export class FakeEngine {
       completion_tokens: maxTokens,
       prompt_tokens_details: { cached_tokens: seen.cachedTokens },
     };
-    if (this.ttftMs > 0) await sleep(this.ttftMs);
+    const ttft = typeof req.headers['x-fake-ttft-ms'] === 'string' ? Number(req.headers['x-fake-ttft-ms']) : this.ttftMs;
+    if (ttft > 0) await sleep(ttft);
     if (seen.aborted) return;
     if (!stream) {
       const text = Array.from({ length: maxTokens }, (_, i) => ` ${answerWord(i)}`).join('');
@@ -272,6 +283,9 @@ function write(res: ServerResponse, text: string): Promise<void> {
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** This file, to run as a process (`node <FAKE_ENGINE_MAIN> '<options>'`). */
+export const FAKE_ENGINE_MAIN = fileURLToPath(import.meta.url);
 
 // As a process (the benchmark): the options as a JSON argument, one JSON line out.
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
