@@ -103,3 +103,19 @@ export async function metric(metricsUrl: string, prefix: string): Promise<number
   const lines = text.split('\n').filter((l) => l.startsWith(prefix));
   return lines.length === 0 ? NaN : lines.reduce((k, l) => k + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
 }
+
+/**
+ * Upper bounds of the buckets holding the given quantiles of a Prometheus histogram series
+ * (`name` with `labels` as written, e.g. `stage="to_upstream"`): bucket resolution only.
+ */
+export async function histogramQuantiles(metricsUrl: string, name: string, labels: string, qs: number[]): Promise<number[]> {
+  const text = await (await fetch(`${metricsUrl}/metrics`)).text();
+  const buckets: Array<[number, number]> = [];
+  for (const l of text.split('\n')) {
+    if (!l.startsWith(`${name}_bucket{`) || !l.includes(labels)) continue;
+    const le = /le="([^"]+)"/.exec(l)![1]!;
+    buckets.push([le === '+Inf' ? Infinity : Number(Number(le).toPrecision(3)), Number(l.slice(l.lastIndexOf(' ') + 1))]);
+  }
+  const total = buckets.at(-1)?.[1] ?? 0;
+  return qs.map((q) => buckets.find(([, n]) => n >= q * total)?.[0] ?? NaN);
+}

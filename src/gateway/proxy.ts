@@ -59,7 +59,7 @@ function upstreamHeaders(gw: Gateway, pick: EnginePick, client: IncomingHttpHead
 }
 
 /** Resolves when `res` can take more ('drain') or is gone ('close'). */
-function drained(res: ServerResponse): Promise<void> {
+export function drained(res: ServerResponse): Promise<void> {
   return new Promise((resolve) => {
     const done = (): void => {
       res.off('drain', done);

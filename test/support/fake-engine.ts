@@ -18,6 +18,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { drained } from '../../src/gateway/proxy.js';
 import { FakePrefixCache } from './fake-cache.js';
 import { answerWord, applyChatTemplate, tokenize, type ChatMessage } from './fake-tokenizer.js';
 import { VllmPublisher } from './vllm-publisher.js';
@@ -270,16 +271,7 @@ function error(res: ServerResponse, status: number, message: string): void {
 
 /** Writes, waiting for 'drain' when the socket's buffer is full (the reader is slow). */
 function write(res: ServerResponse, text: string): Promise<void> {
-  if (res.write(text) || res.destroyed) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = (): void => {
-      res.off('drain', done);
-      res.off('close', done);
-      resolve();
-    };
-    res.on('drain', done);
-    res.on('close', done);
-  });
+  return res.write(text) || res.destroyed ? Promise.resolve() : drained(res);
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
