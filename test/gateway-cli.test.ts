@@ -50,7 +50,7 @@ describe.skipIf(!existsSync(MAIN) || !(await zmqAvailable()))('kvindex gateway (
       expect(metrics).toMatch(/kvindex_gateway_overhead_ms_count\{stage="to_upstream"\} [1-9]/);
       expect(metrics).toMatch(/kvindex_gateway_ttft_seconds_count\{engine="2"\} [1-9]/);
       expect(metrics).toContain('kvindex_gateway_matched_blocks_count');
-      expect(metrics).toContain(`kvindex_gateway_engine_up{url="${b.url}"} 1`);
+      expect(metrics.split("\n").filter((l) => l.startsWith("kvindex_gateway_engine_up"))).toContain(`kvindex_gateway_engine_up{url="${b.url}"} 1`);
       expect(metrics).toContain('kvindex_zmq_stored_blocks_total{instance_id="18446744073709551615"');
       expect((await fetch(`${m.metricsUrl as string}/ready`)).status).toBe(200);
       expect((await post('/v1/completions', '{"model":"m","prompt":')).status).toBe(400);
@@ -70,7 +70,7 @@ describe.skipIf(!existsSync(MAIN) || !(await zmqAvailable()))('kvindex gateway (
     try {
       const file = join(dir, 'engines.json');
       writeFileSync(file, '[{"instance_id":1,"endpoint":"tcp://127.0.0.1:5557","model_name":"m","block_size":4}]');
-      for (const args of [['--http', 'x:99999'], ['--http', '0', '--engines', file], ['--http', '0', '--engines', join(dir, 'none.json')], ['--http', '0', '--health-interval', '0']]) {
+      for (const args of [['--http', 'x:99999'], ['--http', '0', '--engines', file], ['--http', '0', '--engines', join(dir, 'none.json')], ['--http', '0', '--health-interval', '0'], ['--http', '0', '--chat-template', file], ['--http', '0', '--tokenizer', join(dir, 'none.json')]]) {
         const r = spawnSync(process.execPath, [MAIN, 'gateway', ...args], { encoding: 'utf8' });
         expect([args, r.status]).toEqual([args, 2]);
       }

@@ -36,7 +36,7 @@ const EXPECTED: Record<string, string[]> = {
   ],
   'kvindex/http': ['EngineRegistry', 'HttpRequestError', 'registerIndexerRoutes'],
   'kvindex/gateway': [
-    'EngineCatalog', 'Endpoint', 'Gateway', 'GatewayError', 'Health', 'Outcome', 'TENANT_HEADER', 'engineHeaders',
+    'EngineCatalog', 'Endpoint', 'Gateway', 'GatewayError', 'Health', 'LocalTokenizer', 'Outcome', 'TENANT_HEADER', 'engineHeaders',
     'gatewayPlugin', 'readEngineUrl', 'readOpenAiRequest', 'relay',
   ],
 };

@@ -14,6 +14,7 @@ import { Gateway } from '../gateway/gateway.js';
 import { gatewayPlugin } from '../gateway/plugin.js';
 import { GatewayMetrics } from '../gateway/metrics.js';
 import type { EngineEntry } from '../gateway/engine-catalog.js';
+import { LocalTokenizer } from '../gateway/local-tokenizer.js';
 import { MAX_TIMER_MS } from '../protocol/time-limits.js';
 import { parseListenAddress, startOpsServer, type OpsServer } from '../serve/ops-server.js';
 import { quietFastify } from '../serve/quiet-fastify.js';
@@ -31,6 +32,11 @@ export const GATEWAY_USAGE = `usage: kvindex gateway --http <[host:]port> [optio
   --health-interval <ms>     poll each engine's /health and /v1/models this often (default: 1000)
   --events-stale <ms>        an engine owing KV events this long is routed by load only (default: 10000)
   --body-limit <bytes>       largest request body (default: 16777216)
+  --tokenizer <tokenizer.json>  tokenize text and chat in the gateway (Hugging Face tokenizer.json;
+                             tokenizer_config.json beside it is read too) instead of an engine's
+                             /tokenize; needs the optional @huggingface/tokenizers
+  --chat-template <file>     Jinja chat template for --tokenizer (default: tokenizer_config.json's
+                             chat_template); needs the optional @huggingface/jinja
   --prefill-load-scale <x>   weight of a candidate's uncached prefill in its cost against its
                              in-flight blocks (Dynamo's kv_overlap_score_weight; default: 1)
   --metrics <host:port>      serve GET /metrics (Prometheus), /health and /ready on their own
@@ -56,6 +62,8 @@ interface GatewayArgs {
   staleMs: number;
   bodyLimit: number;
   prefillLoadScale: number;
+  tokenizer: string | null;
+  chatTemplate: string | null;
   logLevel: string;
   metrics: { host: string; port: number } | null;
 }
@@ -74,6 +82,8 @@ function parse(args: string[]): GatewayArgs | 'help' {
       'events-stale': { type: 'string' },
       'body-limit': { type: 'string' },
       'prefill-load-scale': { type: 'string' },
+      tokenizer: { type: 'string' },
+      'chat-template': { type: 'string' },
       'log-level': { type: 'string' },
       metrics: { type: 'string' },
       help: { type: 'boolean' },
@@ -81,6 +91,7 @@ function parse(args: string[]): GatewayArgs | 'help' {
   });
   if (values.help === true) return 'help';
   if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
+  if (values['chat-template'] !== undefined && values.tokenizer === undefined) throw new UsageError('--chat-template: only with --tokenizer');
   const address = (name: string, text: string | undefined): { host: string; port: number } => {
     try {
       return parseListenAddress(text ?? '');
@@ -97,6 +108,8 @@ function parse(args: string[]): GatewayArgs | 'help' {
   if (!/^[0-9]+(\.[0-9]+)?$/.test(scale) || Number(scale) > 1e6) throw new UsageError(`--prefill-load-scale: expected a number from 0 to 1e6, got '${scale}'`);
   return {
     prefillLoadScale: Number(scale),
+    tokenizer: values.tokenizer ?? null,
+    chatTemplate: values['chat-template'] ?? null,
     listen: address('http', values.http),
     engines: values.engines ?? null,
     token: token === '' ? null : token,
@@ -112,9 +125,11 @@ function parse(args: string[]): GatewayArgs | 'help' {
 export async function main(args: string[]): Promise<number> {
   let a: GatewayArgs | 'help';
   let engines: EngineEntry[] = [];
+  let tokenizer: LocalTokenizer | null = null;
   try {
     a = parse(args);
     if (a !== 'help' && a.engines !== null) engines = readEnginesFile(a.engines);
+    if (a !== 'help' && a.tokenizer !== null) tokenizer = await LocalTokenizer.load(a.tokenizer, a.chatTemplate);
   } catch (err) {
     process.stderr.write(`kvindex gateway: ${(err as Error).message}\n${GATEWAY_USAGE}`);
     return 2;
@@ -125,7 +140,7 @@ export async function main(args: string[]): Promise<number> {
   }
   const logger = pino({ name: 'kvindex', level: a.logLevel }, pino.destination({ fd: 2, sync: true }));
   const metrics = a.metrics === null ? null : new GatewayMetrics();
-  const gateway = new Gateway({ logger, topic: a.topic, healthIntervalMs: a.healthIntervalMs, staleMs: a.staleMs, routing: { prefillLoadScale: a.prefillLoadScale }, ...(metrics === null ? {} : { observer: metrics }) });
+  const gateway = new Gateway({ logger, topic: a.topic, healthIntervalMs: a.healthIntervalMs, staleMs: a.staleMs, routing: { prefillLoadScale: a.prefillLoadScale }, tokenizer, ...(metrics === null ? {} : { observer: metrics }) });
   metrics?.watch(gateway);
   const app = quietFastify(logger);
   let ops: OpsServer | null = null;
@@ -137,7 +152,7 @@ export async function main(args: string[]): Promise<number> {
       logger.info({ metricsUrl: ops.url }, 'metrics, health and readiness served over HTTP');
     }
     const address = await app.listen({ host: a.listen.host, port: a.listen.port });
-    logger.info({ address, engines: engines.length, auth: a.token !== null }, 'kvindex gateway ready');
+    logger.info({ address, engines: engines.length, auth: a.token !== null, tokenizer: a.tokenizer === null ? 'engine' : 'local' }, 'kvindex gateway ready');
   } catch (err) {
     logger.error({ err: (err as Error).message }, 'kvindex gateway could not start');
     await app.close();

@@ -24,6 +24,7 @@ import { HealthPoller } from './health.js';
 import { GatewayError } from './openai-error.js';
 import type { OpenAiRequest } from './openai-request.js';
 import { NOOP_OBSERVER, type GatewayObserver } from './observer.js';
+import type { LocalTokenizer } from './local-tokenizer.js';
 
 export interface GatewayOptions {
   logger?: Logger;
@@ -41,6 +42,8 @@ export interface GatewayOptions {
   tokenizeTimeoutMs?: number;
   /** Receives the measurements (metrics.ts implements it). */
   observer?: GatewayObserver;
+  /** Tokenize text and chat here instead of on an engine (local-tokenizer.ts). */
+  tokenizer?: LocalTokenizer | null;
 }
 
 /** A routing decision for one request, in flight on its engine until `free`. */
@@ -69,6 +72,9 @@ export class Gateway {
   readonly observer: GatewayObserver;
   readonly logger: Logger | null;
   readonly #tokenizeTimeoutMs: number;
+  readonly #local: LocalTokenizer | null;
+  /** Prompts the local tokenizer could not map, sent to an engine's /tokenize instead. */
+  localTokenizerMisses = 0;
   #nextId = 0;
   /** Round robin over candidates for /tokenize. */
   #tokenizeTurn = 0;
@@ -89,6 +95,7 @@ export class Gateway {
     this.health = new HealthPoller(this.catalog, this.dispatcher, options.healthIntervalMs === undefined ? {} : { intervalMs: options.healthIntervalMs });
     this.observer = options.observer ?? NOOP_OBSERVER;
     this.#tokenizeTimeoutMs = options.tokenizeTimeoutMs ?? 10_000;
+    this.#local = options.tokenizer ?? null;
   }
 
   /** Registers engines (engines.json) and polls their health once; then polls every interval. */
@@ -96,6 +103,12 @@ export class Gateway {
     for (const e of engines) await this.catalog.register(e);
     await this.health.poll();
     this.health.start();
+  }
+
+  /** Registers an engine at run time (`POST /register`) and checks its health before answering. */
+  async register(engine: EngineEntry): Promise<void> {
+    await this.catalog.register(engine);
+    await this.health.poll();
   }
 
   /**
@@ -152,6 +165,14 @@ export class Gateway {
   async #tokenize(request: OpenAiRequest, base: string, tenantId: string, candidates: WorkerCandidate[], authorization: string | null): Promise<Uint32Array> {
     const prompt = request.prompt;
     if (prompt.kind === 'tokens') return prompt.tokens;
+    if (this.#local !== null) {
+      try {
+        return this.#local.tokens(prompt);
+      } catch (err) {
+        this.localTokenizerMisses++;
+        this.logger?.debug({ err: (err as Error).message }, 'local tokenizer failed: asking an engine');
+      }
+    }
     // Two engines at most: a refused or failed one is passed over once.
     let last: unknown = null;
     for (let i = 0; i < Math.min(2, candidates.length); i++) {

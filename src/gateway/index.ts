@@ -13,6 +13,7 @@ export { readOpenAiRequest, Endpoint } from './openai-request.js';
 export { readEngineUrl, Health, EngineCatalog } from './engine-catalog.js';
 export { GatewayError } from './openai-error.js';
 export { Outcome } from './observer.js';
+export { LocalTokenizer } from './local-tokenizer.js';
 
 // Types
 export type { GatewayOptions, EnginePick } from './gateway.js';

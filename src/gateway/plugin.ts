@@ -83,7 +83,7 @@ export async function gatewayPlugin(app: FastifyInstance, options: GatewayPlugin
   if (options.registryRoutes !== false) {
     await registerIndexerRoutes(app, gw.registry, {
       token: options.token ?? null,
-      register: (r: RegisterRequest, body: unknown) => gw.catalog.register({ ...r, url: readEngineUrl(body) }),
+      register: (r: RegisterRequest, body: unknown) => gw.register({ ...r, url: readEngineUrl(body) }),
       unregister: (r) => gw.catalog.unregister(r),
       ...(options.onError === undefined ? {} : { onError: options.onError }),
     });

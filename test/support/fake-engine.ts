@@ -64,6 +64,8 @@ export class FakeEngine {
   failBeforeFirstByte = 0;
   /** The next n streamed generation requests fail after their first chunk. */
   failMidStream = 0;
+  /** /tokenize calls answered. */
+  tokenizeCalls = 0;
   /** /health answers 503 while true. */
   unhealthy = false;
   ttftMs: number;
@@ -182,6 +184,7 @@ export class FakeEngine {
 
   #tokenize(res: ServerResponse, b: Record<string, unknown>): void {
     if (!this.#served(b.model)) return error(res, 404, `The model \`${String(b.model)}\` does not exist.`);
+    this.tokenizeCalls++;
     const tokens = this.#promptTokens(b);
     json(res, 200, { count: tokens.length, max_model_len: MAX_MODEL_LEN, tokens, token_strs: null });
   }
