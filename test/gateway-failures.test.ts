@@ -6,6 +6,7 @@
  * get OpenAI error objects and leave the gateway and its index as they were.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { Endpoint, readOpenAiRequest } from '../src/gateway/openai-request.js';
 import { Fleet } from './support/gateway-fleet.js';
 import { until, zmqAvailable } from './support/vllm-publisher.js';
 
@@ -121,5 +122,51 @@ describe.skipIf(!(await zmqAvailable()))('kvindex gateway failures', () => {
     expect(ix.blockCount(1n, 0)).toBe(before);
     expect(fleet.inFlight('m', 1n)).toBe(0);
     expect((await fleet.send('/v1/completions', { model: 'm', prompt, max_tokens: 1 })).overlap).toBe(4);
+  });
+
+  it('survives hostile bodies and headers: no 500, nothing left in flight, the index unchanged', async () => {
+    fleet = await Fleet.start({ engines: [1, 2].map(() => ({ model: 'm', blockSize: 4 })) });
+    const prompt = range(1, 16);
+    const holder = await seed(fleet, prompt);
+    const ix = fleet.gateway.registry.index('m', 'default')!.index;
+    const blocks = fleet.ids.map((id) => ix.blockCount(id, 0));
+    const deep = '['.repeat(200_000) + ']'.repeat(200_000);
+    const bodies: unknown[] = [
+      deep,
+      `{"model":"m","prompt":${deep}}`,
+      `{"model":"m","messages":[{"role":"user","content":${'['.repeat(3000)}${']'.repeat(3000)}}]}`,
+      `{"model":"m","messages":[{"role":"user","content":${deep}}]}`,
+      { model: '__proto__', prompt },
+      { model: 'constructor', prompt: 'x' },
+      { model: 'm', prompt: 'x'.repeat(100_000) },
+      { model: 'm', prompt: '' },
+      { model: 'm', prompt: [[1, 2], 'a'] },
+      { model: 'm', prompt: [[]] },
+      { model: 'm', prompt, max_tokens: 1e300 },
+      { model: 'm', prompt, max_tokens: -5, stream: null },
+      { model: 'm', messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }] },
+      { model: 'm', messages: 'hi' },
+      { model: 'm'.repeat(1_000_000), prompt },
+      '\u0000\uffff',
+      'null',
+    ];
+    for (const body of bodies) {
+      const a = await fleet.send('/v1/completions', body);
+      expect(a.status, String(body).slice(0, 40)).toBeLessThan(500);
+      const c = await fleet.send('/v1/chat/completions', body);
+      expect(c.status === 502 || c.status < 500, String(body).slice(0, 40)).toBe(true);
+    }
+    // A max_tokens past what the router takes is only clamped as its hint (it was a 400).
+    const big = readOpenAiRequest(Endpoint.Completions, Buffer.from(JSON.stringify({ model: 'm', prompt, max_tokens: 2 ** 40 })));
+    const pick = await fleet.gateway.pickEngine(big);
+    fleet.gateway.free(pick);
+    for (const tenant of ['x'.repeat(8000), '__proto__', '']) {
+      expect((await fleet.send('/v1/completions', { model: 'm', prompt }, { 'x-kvindex-tenant': tenant })).status).toBeLessThan(500);
+    }
+    for (const id of fleet.ids) expect(fleet.inFlight('m', id)).toBe(0);
+    // Only the valid prompts above stored blocks, and only fresh ones: the seeded prefix is whole.
+    expect(fleet.ids.map((id) => ix.blockCount(id, 0)).every((n, i) => n >= blocks[i]!)).toBe(true);
+    const again = await fleet.send('/v1/completions', { model: 'm', prompt, max_tokens: 1 });
+    expect([again.status, again.worker, again.overlap]).toEqual([200, holder, 4]);
   });
 });

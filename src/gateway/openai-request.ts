@@ -13,6 +13,7 @@
 
 import { showValue } from '../protocol/show-value.js';
 import { GatewayError } from './openai-error.js';
+import { MAX_TOKEN_COUNT } from '../router/sequence-event.js';
 
 /** The two generation endpoints. */
 export const Endpoint = {
@@ -87,6 +88,8 @@ export function readOpenAiRequest(endpoint: Endpoint, bytes: unknown): OpenAiReq
     prompt = completionsPrompt(o.prompt);
   }
   const max = o.max_tokens ?? o.max_completion_tokens;
-  const maxTokens = typeof max === 'number' && Number.isInteger(max) && max >= 0 ? max : null;
+  // Only the router's hint: clamped to what it takes (a client's max_tokens of 1e12 is the
+  // engine's to refuse, not a reason for the gateway to).
+  const maxTokens = typeof max === 'number' && Number.isInteger(max) && max >= 0 ? Math.min(max, MAX_TOKEN_COUNT) : null;
   return { endpoint, model: o.model, stream: o.stream === true, prompt, maxTokens, bytes };
 }
