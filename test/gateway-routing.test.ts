@@ -7,7 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Fleet } from './support/gateway-fleet.js';
 import { applyChatTemplate, tokenize, type ChatMessage } from './support/fake-tokenizer.js';
-import { zmqAvailable } from './support/vllm-publisher.js';
+import { VllmPublisher, zmqAvailable } from './support/vllm-publisher.js';
 
 const range = (from: number, n: number): number[] => Array.from({ length: n }, (_, i) => from + i);
 const U64_MAX = 18446744073709551615n;
@@ -107,5 +107,24 @@ describe.skipIf(!(await zmqAvailable()))('kvindex gateway routing', () => {
     expect(models.object).toBe('list');
     expect(models.data.map((m) => m.id).sort()).toEqual(['m', 'sql']);
     expect((await fleet.send('/v1/completions', { model: 'nope', prompt, max_tokens: 1 })).status).toBe(404);
+  });
+
+  it('names the data-parallel rank to an engine serving several behind one URL', async () => {
+    fleet = await Fleet.start({ engines: [{ model: 'm', blockSize: 4 }] });
+    const e = fleet.engines[0]!;
+    const rank1 = await VllmPublisher.start({ rank: 1 });
+    try {
+      await fleet.gateway.register({ instanceId: 1n, endpoint: rank1.endpoint, modelName: 'm', blockSize: 4, tenantId: 'default', dpRank: 1, replayEndpoint: null, url: e.url });
+      const ranks = new Set<string>();
+      for (let i = 0; i < 16 && ranks.size < 2; i++) {
+        const a = await fleet.send('/v1/completions', { model: 'm', prompt: range(40_000 + i * 100, 8), max_tokens: 1 });
+        expect(a.worker).toBe('1');
+        expect(e.seen.at(-1)!.headers['x-data-parallel-rank']).toBe(a.dpRank);
+        ranks.add(a.dpRank!);
+      }
+      expect(ranks).toEqual(new Set(['0', '1']));
+    } finally {
+      rank1.close();
+    }
   });
 });
