@@ -118,6 +118,9 @@ describe.skipIf(!(await zmqAvailable()))('kvindex gateway failures', () => {
     const wrongType = await fetch(`${fleet.url}/v1/completions`, { method: 'POST', body: 'x', headers: { 'content-type': 'text/plain' } });
     expect(wrongType.status).toBe(400);
     expect(((await wrongType.json()) as { error: { type: string } }).error.type).toBe('invalid_request_error');
+    const wrongPath = await fetch(`${fleet.url}/v1/embeddings`, { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } });
+    expect([wrongPath.status, ((await wrongPath.json()) as { error: { code: string } }).error.code]).toEqual([404, 'not_found']);
+    expect((await fetch(`${fleet.url}/v1/completions`)).status).toBe(404);
     // Nothing changed in the index, nothing is in flight, and the next request is served.
     expect(ix.blockCount(1n, 0)).toBe(before);
     expect(fleet.inFlight('m', 1n)).toBe(0);

@@ -22,7 +22,7 @@ import { registerIndexerRoutes } from '../http/indexer-routes.js';
 import { DEFAULT_TENANT, type RegisterRequest } from '../http/requests.js';
 import { readEngineUrl } from './engine-catalog.js';
 import type { Gateway } from './gateway.js';
-import { errorAnswer } from './openai-error.js';
+import { errorAnswer, GatewayError } from './openai-error.js';
 import { Endpoint, readOpenAiRequest } from './openai-request.js';
 import { relay } from './proxy.js';
 
@@ -77,6 +77,10 @@ export async function gatewayPlugin(app: FastifyInstance, options: GatewayPlugin
     api.get('/ready', async (_req, reply) => {
       const r = gw.catalog.readiness();
       return reply.code(r.ready ? 200 : 503).type(JSON_TYPE).send(JSON.stringify(r));
+    });
+    // Any other /v1 path or method: an OpenAI error object, as OpenAI clients parse it.
+    api.all('/v1/*', async (req) => {
+      throw new GatewayError(404, 'not_found', `no route ${req.method} ${req.url.slice(0, 100)}`);
     });
     if (options.registryRoutes === false) api.get('/health', async (_req, reply) => reply.type(JSON_TYPE).send('{"status":"ok"}'));
   });
