@@ -5,7 +5,7 @@
  * status) with OpenAI's `type` and a short `code` string a client may switch on:
  * `invalid_request` (400), `body_too_large` (413), `model_not_found` (404), `no_engine` (503:
  * no healthy engine serves the model), `upstream_failed` (502: the engines failed),
- * `unauthorized` (401).
+ * `unauthorized` (401), `not_found` (404: no such /v1 route).
  */
 
 import { HttpRequestError } from '../http/requests.js';
