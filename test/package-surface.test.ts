@@ -35,6 +35,10 @@ const EXPECTED: Record<string, string[]> = {
     'requestReplay', 'tierOf', 'toHash', 'RankState', 'StateReason', 'READMIT_AFTER_MS', 'DROP_LOG_INTERVAL_MS',
   ],
   'kvindex/http': ['EngineRegistry', 'HttpRequestError', 'registerIndexerRoutes', 'engineReadiness'],
+  'kvindex/gateway': [
+    'EngineCatalog', 'Endpoint', 'Gateway', 'GatewayError', 'Health', 'LocalTokenizer', 'Outcome', 'TENANT_HEADER', 'engineHeaders',
+    'gatewayPlugin', 'readEngineUrl', 'readOpenAiRequest', 'relay',
+  ],
 };
 
 // RadixTree's storage layout, shared with other modules of the package through `@internal`.
@@ -56,8 +60,8 @@ function declarationFiles(folder: string): string[] {
 }
 
 describe('package surface', () => {
-  it('exports exactly the root, ./nats, ./trace, ./zmq and ./http, each with types and import files in dist', () => {
-    expect(Object.keys(pkg.exports)).toEqual(['.', './nats', './trace', './zmq', './http']);
+  it('exports exactly the root, ./nats, ./trace, ./zmq, ./http and ./gateway, each with types and import files in dist', () => {
+    expect(Object.keys(pkg.exports)).toEqual(['.', './nats', './trace', './zmq', './http', './gateway']);
     for (const conditions of Object.values(pkg.exports)) {
       expect(Object.keys(conditions)).toEqual(['types', 'import']);
       expect(conditions.types).toMatch(/^\.\/dist\/.*\.d\.ts$/);

@@ -22,7 +22,7 @@ import { formatRouteDecision } from '../router/decision-json.js';
 import { KvIndexError, ErrorCode } from '../errors.js';
 import type { KvRouter, RouteOptions } from '../router/kv-router.js';
 import { QueryBodyReader } from './query-body.js';
-import { HttpRequestError, modelTenant, readQuery, readQueryByHash, readRegister, readRequestRef, readRoute, readUnregister } from './requests.js';
+import { HttpRequestError, modelTenant, type RegisterRequest, type UnregisterRequest, readQuery, readQueryByHash, readRegister, readRequestRef, readRoute, readUnregister } from './requests.js';
 import { dumpJson, scoresJson, workersJson } from './responses.js';
 import { answerErrors, answerNoRoute, JSON_TYPE, sendError } from './error-answers.js';
 
@@ -43,6 +43,13 @@ export interface IndexerRoutesOptions {
   onError?: (route: string, status: number) => void;
   /** The body of GET /ready (default: `engineReadiness(registry)`, the default policy). */
   readiness?: () => EngineReadiness;
+  /**
+   * Replaces `registry.register` for POST /register, given the body too (the gateway reads an
+   * engine's `url` from it). Throws `HttpRequestError` like the registry.
+   */
+  register?: (r: RegisterRequest, body: unknown) => Promise<void>;
+  /** Replaces `registry.unregister` for POST /unregister. */
+  unregister?: (r: UnregisterRequest) => Promise<number>;
 }
 
 /**
@@ -84,13 +91,16 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
 
     // Each route states its limit (a 413 names it: error-answers.ts).
     const small = { bodyLimit: Math.min(SMALL_BODY_LIMIT, bodyLimit) };
+    const register = options.register ?? ((r: RegisterRequest) => registry.register(r));
+    const unregister = options.unregister ?? ((r: UnregisterRequest) => registry.unregister(r));
     api.post('/register', { ...guard('/register'), ...small }, async (req, reply) => {
-      await registry.register(readRegister(lossless(req.body)));
+      const body = lossless(req.body);
+      await register(readRegister(body), body);
       return ok(reply, 201);
     });
 
     api.post('/unregister', { ...guard('/unregister'), ...small }, async (req, reply) => {
-      const n = await registry.unregister(readUnregister(lossless(req.body)));
+      const n = await unregister(readUnregister(lossless(req.body)));
       if (n === 0) throw new HttpRequestError('worker not found', 404);
       return ok(reply, 200);
     });

@@ -16,17 +16,20 @@ export interface LogLine {
   [key: string]: unknown;
 }
 
-/** A running `kvindex serve` whose stderr JSON lines are collected. */
+/** A running `kvindex serve` (or another command) whose stderr JSON lines are collected. */
 export class ServeProcess {
   readonly lines: LogLine[] = [];
   readonly exited: Promise<number | null>;
   private readonly proc: ChildProcess;
   private readonly listeners: Array<() => void> = [];
 
-  /** `nodeArgs` go to node before the script (e.g. `--import` of a module resolution hook). */
-  constructor(args: string[], nodeArgs: string[] = []) {
+  /**
+   * `nodeArgs` go to node before the script (e.g. `--import` of a module resolution hook);
+   * `command` is the CLI command (`serve`, `gateway`).
+   */
+  constructor(args: string[], nodeArgs: string[] = [], command = 'serve') {
     if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run 'npm run build' first`);
-    this.proc = spawn(process.execPath, [...nodeArgs, MAIN, 'serve', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+    this.proc = spawn(process.execPath, [...nodeArgs, MAIN, command, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
     this.exited = new Promise((res) => this.proc.once('exit', (code) => res(code)));
     createInterface({ input: this.proc.stderr! }).on('line', (text) => {
       try {

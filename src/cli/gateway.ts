@@ -1,0 +1,178 @@
+/**
+ * `kvindex gateway --http <[host:]port> [--engines <file.json>]`: an OpenAI-compatible proxy
+ * that sends each request to the engine holding its prompt's prefix (src/gateway/,
+ * docs/gateway.md). Engines come from the file and from `POST /register` (with `url`); their
+ * KV events are consumed over ZMQ as by `serve --http`. Listens on 127.0.0.1 unless a host is
+ * given. Logs are pino JSON lines on stderr; the line with msg "kvindex gateway ready" carries
+ * the bound `address`. SIGTERM or SIGINT: stop listening, stop the listeners, exit 0.
+ */
+
+import { parseArgs } from 'node:util';
+import { pino } from 'pino';
+import { readEnginesFile } from '../gateway/engines-file.js';
+import { Gateway } from '../gateway/gateway.js';
+import { gatewayPlugin } from '../gateway/plugin.js';
+import { GatewayMetrics } from '../gateway/metrics.js';
+import type { EngineEntry } from '../gateway/engine-catalog.js';
+import { LocalTokenizer } from '../gateway/local-tokenizer.js';
+import { MAX_TIMER_MS } from '../protocol/time-limits.js';
+import { parseListenAddress, startOpsServer, type OpsServer } from '../serve/ops-server.js';
+import { quietFastify } from '../serve/quiet-fastify.js';
+
+export const GATEWAY_USAGE = `usage: kvindex gateway --http <[host:]port> [options]
+  OpenAI-compatible proxy: each request goes to the engine holding its prompt's prefix
+  (POST /v1/completions /v1/chat/completions, GET /v1/models /health /ready; and the indexer
+  API: /register (with "url") /unregister /workers ...)
+  --http <[host:]port>       listen address (host default 127.0.0.1: loopback only)
+  --engines <file.json>      engines: [{"instance_id","endpoint","model_name","block_size","url",
+                             "replay_endpoint"?,"dp_rank"?,"tenant_id"?}, ...] (default: none)
+  --token <t>                bearer token required by /register and /unregister
+                             (default: $KVINDEX_TOKEN; none: unguarded)
+  --topic <prefix>           ZMQ topic filter of every listener (default: '', all topics)
+  --health-interval <ms>     poll each engine's /health and /v1/models this often (default: 1000)
+  --events-stale <ms>        an engine owing KV events this long is routed by load only (default: 10000)
+  --body-limit <bytes>       largest request body (default: 16777216)
+  --tokenizer <tokenizer.json>  tokenize text and chat in the gateway (Hugging Face tokenizer.json;
+                             tokenizer_config.json beside it is read too) instead of an engine's
+                             /tokenize; needs the optional @huggingface/tokenizers
+  --chat-template <file>     Jinja chat template for --tokenizer (default: tokenizer_config.json's
+                             chat_template); needs the optional @huggingface/jinja
+  --prefill-load-scale <x>   weight of a candidate's uncached prefill in its cost against its
+                             in-flight blocks (Dynamo's kv_overlap_score_weight; default: 1)
+  --metrics <host:port>      serve GET /metrics (Prometheus), /health and /ready on their own
+                             listener (host defaults to 127.0.0.1; port 0 picks one, logged)
+  --log-level <level>        pino level: debug, info, warn, error (default: info)
+  --help                     print this
+`;
+
+class UsageError extends Error {}
+
+function positiveInt(name: string, text: string | undefined, fallback: number, max: number): number {
+  const t = text ?? String(fallback);
+  if (!/^[0-9]+$/.test(t) || Number(t) < 1 || Number(t) > max) throw new UsageError(`--${name}: expected an integer from 1 to ${max}, got '${t}'`);
+  return Number(t);
+}
+
+interface GatewayArgs {
+  listen: { host: string; port: number };
+  engines: string | null;
+  token: string | null;
+  topic: string;
+  healthIntervalMs: number;
+  staleMs: number;
+  bodyLimit: number;
+  prefillLoadScale: number;
+  tokenizer: string | null;
+  chatTemplate: string | null;
+  logLevel: string;
+  metrics: { host: string; port: number } | null;
+}
+
+function parse(args: string[]): GatewayArgs | 'help' {
+  const { values, positionals } = parseArgs({
+    args,
+    strict: true,
+    allowPositionals: true,
+    options: {
+      http: { type: 'string' },
+      engines: { type: 'string' },
+      token: { type: 'string' },
+      topic: { type: 'string' },
+      'health-interval': { type: 'string' },
+      'events-stale': { type: 'string' },
+      'body-limit': { type: 'string' },
+      'prefill-load-scale': { type: 'string' },
+      tokenizer: { type: 'string' },
+      'chat-template': { type: 'string' },
+      'log-level': { type: 'string' },
+      metrics: { type: 'string' },
+      help: { type: 'boolean' },
+    },
+  });
+  if (values.help === true) return 'help';
+  if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
+  if (values['chat-template'] !== undefined && values.tokenizer === undefined) throw new UsageError('--chat-template: only with --tokenizer');
+  const address = (name: string, text: string | undefined): { host: string; port: number } => {
+    try {
+      return parseListenAddress(text ?? '');
+    } catch {
+      throw new UsageError(`--${name}: expected [host:]port, got '${text ?? ''}'`);
+    }
+  };
+  const level = values['log-level'] ?? 'info';
+  if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'].includes(level)) {
+    throw new UsageError(`--log-level: expected debug, info, warn or error, got '${level}'`);
+  }
+  const token = values.token ?? process.env.KVINDEX_TOKEN ?? '';
+  const scale = values['prefill-load-scale'] ?? '1';
+  if (!/^[0-9]+(\.[0-9]+)?$/.test(scale) || Number(scale) > 1e6) throw new UsageError(`--prefill-load-scale: expected a number from 0 to 1e6, got '${scale}'`);
+  return {
+    prefillLoadScale: Number(scale),
+    tokenizer: values.tokenizer ?? null,
+    chatTemplate: values['chat-template'] ?? null,
+    listen: address('http', values.http),
+    engines: values.engines ?? null,
+    token: token === '' ? null : token,
+    topic: values.topic ?? '',
+    healthIntervalMs: positiveInt('health-interval', values['health-interval'], 1_000, MAX_TIMER_MS),
+    staleMs: positiveInt('events-stale', values['events-stale'], 10_000, MAX_TIMER_MS),
+    bodyLimit: positiveInt('body-limit', values['body-limit'], 16 * 1024 * 1024, 2 ** 30),
+    logLevel: level,
+    metrics: values.metrics === undefined ? null : address('metrics', values.metrics),
+  };
+}
+
+export async function main(args: string[]): Promise<number> {
+  let a: GatewayArgs | 'help';
+  let engines: EngineEntry[] = [];
+  let tokenizer: LocalTokenizer | null = null;
+  try {
+    a = parse(args);
+    if (a !== 'help' && a.engines !== null) engines = readEnginesFile(a.engines);
+    if (a !== 'help' && a.tokenizer !== null) tokenizer = await LocalTokenizer.load(a.tokenizer, a.chatTemplate);
+  } catch (err) {
+    process.stderr.write(`kvindex gateway: ${(err as Error).message}\n${GATEWAY_USAGE}`);
+    return 2;
+  }
+  if (a === 'help') {
+    process.stdout.write(GATEWAY_USAGE);
+    return 0;
+  }
+  const logger = pino({ name: 'kvindex', level: a.logLevel }, pino.destination({ fd: 2, sync: true }));
+  const metrics = a.metrics === null ? null : new GatewayMetrics();
+  const gateway = new Gateway({ logger, topic: a.topic, healthIntervalMs: a.healthIntervalMs, staleMs: a.staleMs, routing: { prefillLoadScale: a.prefillLoadScale }, tokenizer, ...(metrics === null ? {} : { observer: metrics }) });
+  metrics?.watch(gateway);
+  const app = quietFastify(logger);
+  let ops: OpsServer | null = null;
+  try {
+    await gateway.start(engines);
+    await gatewayPlugin(app, { gateway, token: a.token, bodyLimit: a.bodyLimit, ...(metrics === null ? {} : { onError: (route: string, status: number) => metrics.observeError(route, status) }) });
+    if (metrics !== null && a.metrics !== null) {
+      ops = await startOpsServer(a.metrics, { metrics, readiness: () => gateway.catalog.readiness() }, logger);
+      logger.info({ metricsUrl: ops.url }, 'metrics, health and readiness served over HTTP');
+    }
+    const address = await app.listen({ host: a.listen.host, port: a.listen.port });
+    logger.info({ address, engines: engines.length, auth: a.token !== null, tokenizer: a.tokenizer === null ? 'engine' : 'local' }, 'kvindex gateway ready');
+  } catch (err) {
+    logger.error({ err: (err as Error).message }, 'kvindex gateway could not start');
+    await app.close();
+    await ops?.close();
+    await gateway.close();
+    return 1;
+  }
+  const signal = await new Promise<string>((resolve) => {
+    const on = (s: NodeJS.Signals): void => {
+      process.off('SIGTERM', on);
+      process.off('SIGINT', on);
+      resolve(s);
+    };
+    process.on('SIGTERM', on);
+    process.on('SIGINT', on);
+  });
+  logger.info({ signal }, 'shutting down');
+  await app.close();
+  await ops?.close();
+  await gateway.close();
+  logger.info({ listeners: 0 }, 'kvindex gateway stopped');
+  return 0;
+}

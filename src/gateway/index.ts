@@ -1,0 +1,23 @@
+/**
+ * kvindex/gateway: an OpenAI-compatible proxy that sends each request to the engine holding its
+ * prompt's prefix, as a fastify plugin (`gatewayPlugin`) or framework-free (`Gateway`:
+ * `pickEngine(request)`, then `markPrefill` and `free`; `relay` proxies one request over a
+ * Node `ServerResponse`). docs/gateway.md has the details. Curated: everything not listed is
+ * internal.
+ */
+// Values
+export { Gateway } from './gateway.js';
+export { gatewayPlugin, TENANT_HEADER } from './plugin.js';
+export { relay, engineHeaders } from './proxy.js';
+export { readOpenAiRequest, Endpoint } from './openai-request.js';
+export { readEngineUrl, Health, EngineCatalog } from './engine-catalog.js';
+export { GatewayError } from './openai-error.js';
+export { Outcome } from './observer.js';
+export { LocalTokenizer } from './local-tokenizer.js';
+
+// Types
+export type { GatewayOptions, EnginePick } from './gateway.js';
+export type { GatewayPluginOptions } from './plugin.js';
+export type { OpenAiRequest, Prompt } from './openai-request.js';
+export type { EngineEntry, CatalogEngine, ListedModel } from './engine-catalog.js';
+export type { GatewayObserver } from './observer.js';
