@@ -87,6 +87,7 @@ export async function gatewayPlugin(app: FastifyInstance, options: GatewayPlugin
   if (options.registryRoutes !== false) {
     await registerIndexerRoutes(app, gw.registry, {
       token: options.token ?? null,
+      readiness: null, // the gateway's /ready above: engines' events and their /health
       register: (r: RegisterRequest, body: unknown) => gw.register({ ...r, url: readEngineUrl(body) }),
       unregister: (r) => gw.catalog.unregister(r),
       ...(options.onError === undefined ? {} : { onError: options.onError }),

@@ -41,8 +41,11 @@ export interface IndexerRoutesOptions {
    * status (400, 401, 404, 409, 413, 415, 503, 500, ...). Errors only: a success costs nothing.
    */
   onError?: (route: string, status: number) => void;
-  /** The body of GET /ready (default: `engineReadiness(registry)`, the default policy). */
-  readiness?: () => EngineReadiness;
+  /**
+   * The body of GET /ready (default: `engineReadiness(registry)`, the default policy); null
+   * serves no /ready here, for a caller that serves its own (the gateway's also asks its engines).
+   */
+  readiness?: (() => EngineReadiness) | null;
   /**
    * Replaces `registry.register` for POST /register, given the body too (the gateway reads an
    * engine's `url` from it). Throws `HttpRequestError` like the registry.
@@ -165,11 +168,13 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
 
     api.get('/health', guard('/health'), async (_req, reply) => reply.type(JSON_TYPE).send('{"status":"ok"}'));
 
-    const readiness = options.readiness ?? (() => engineReadiness(registry));
-    api.get('/ready', async (_req, reply) => {
-      const r = readiness();
-      return reply.code(r.ready ? 200 : 503).type(JSON_TYPE).send(JSON.stringify(r));
-    });
+    const readiness = options.readiness === undefined ? () => engineReadiness(registry) : options.readiness;
+    if (readiness !== null) {
+      api.get('/ready', async (_req, reply) => {
+        const r = readiness();
+        return reply.code(r.ready ? 200 : 503).type(JSON_TYPE).send(JSON.stringify(r));
+      });
+    }
   });
 }
 
