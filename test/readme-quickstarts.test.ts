@@ -5,16 +5,22 @@
  * - the standalone one starts `kvindex serve` with the README's flags, registers a real
  *   vLLM-format ZMQ publisher with the README's body, and the README's query must answer exactly
  *   the README's line once the engine stored the prompt's blocks;
+ * - the gateway one starts `kvindex gateway` with the README's flags over the README's
+ *   engines.json, its engines two fake OpenAI engines publishing real vLLM KV events, and the
+ *   README's request must answer with the headers and the stream end the README shows;
  * - the NATS one starts a real nats-server and `kvindex serve` with the README's flags and runs
  *   the README's TypeScript.
  * Only addresses change: the README's fixed ports become free loopback ports.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { NatsServer, freePort, natsServerInstalled } from './support/nats-server.js';
+import { FakeEngine } from './support/fake-engine.js';
 import { ServeProcess } from './support/serve-process.js';
 import { VllmPublisher, zmqAvailable } from './support/vllm-publisher.js';
 
@@ -111,6 +117,44 @@ describe.skipIf(!built)('README quickstarts', () => {
       server.signal('SIGTERM');
     }
     expect(await server.exited).toBe(0);
+  });
+
+  it.skipIf(!zmq)('gateway: the README engines.json, command and request answer as shown', async () => {
+    const text = section('quickstart-gateway');
+    const [json] = blocks(text, 'json');
+    const [shell] = blocks(text, 'sh');
+    const entries = JSON.parse(json!) as Array<{ endpoint: string; url: string; model_name: string; block_size: number }>;
+    expect(entries).toHaveLength(2);
+    const engines = await Promise.all(entries.map((e) => FakeEngine.start({ model: e.model_name, blockSize: e.block_size })));
+    const dir = mkdtempSync(join(tmpdir(), 'kvindex-readme-'));
+    const file = join(dir, 'engines.json');
+    let text2 = json!;
+    entries.forEach((e, i) => (text2 = text2.replace(e.endpoint, engines[i]!.endpoint).replace(e.url, engines[i]!.url)));
+    writeFileSync(file, text2);
+    const args = cliArgs(shell!);
+    expect(args.slice(0, 5)).toEqual(['gateway', '--http', '127.0.0.1:8080', '--engines', 'engines.json']);
+    const port = await freePort();
+    const server = new ServeProcess(args.slice(1).map((a) => a.replace(/:8080$/, `:${port}`).replace(/^engines\.json$/, file)), [], 'gateway');
+    try {
+      await server.waitFor('kvindex gateway ready');
+      const m = /-d '([^']*)'\n((?:# [^\n]*\n)+)/.exec(shell!)!;
+      const shown = m[2]!.split('\n').filter((l) => l !== '').map((l) => l.slice(2));
+      const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, { method: 'POST', body: m[1]!, headers: { 'content-type': 'application/json' } });
+      expect(`HTTP/1.1 ${res.status} ${res.statusText}`).toBe(shown[0]);
+      for (const line of shown.filter((l) => l.startsWith('x-kvindex-'))) {
+        const [name, value] = line.split(': ') as [string, string];
+        // Which of two idle engines takes the first request is a tie, broken at random.
+        if (name === 'x-kvindex-worker') expect(['1', '2']).toContain(res.headers.get(name));
+        else expect(res.headers.get(name)).toBe(value);
+      }
+      const body = await res.text();
+      expect(body.trimEnd().endsWith(shown.at(-1)!)).toBe(true);
+    } finally {
+      server.signal('SIGTERM');
+      await server.exited;
+      await Promise.all(engines.map((e) => e.stop()));
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it.skipIf(!natsServerInstalled())('NATS: the README commands and code answer as shown', async () => {
