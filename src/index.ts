@@ -25,6 +25,7 @@ export { ActiveSequences } from './router/active-sequences.js';
 export { ApproxIndex } from './router/approx-index.js';
 export { formatActiveSequenceEvent, parseActiveSequenceEvent } from './router/sequence-event.js';
 export { seededRandom } from './router/random.js';
+export { ROUTING_PRESETS, ROUTING_PRESET_NAMES, isRoutingPresetName } from './router/presets.js';
 
 // Types
 export type {
@@ -47,6 +48,7 @@ export type { Indexer, IndexerEvents, ReadsPastWriter } from './indexer/indexer.
 export type { ShardedIndexerOptions } from './indexer/sharded-indexer.js';
 export type { ShardStats } from './shard/wire/messages.js';
 export type { KvRouterOptions, RouteOptions, RouteDecision, RouterIndex } from './router/kv-router.js';
+export type { RoutingCost, RoutingPresetName } from './router/presets.js';
 export type {
   WorkerCandidate,
   CandidateLoad,

@@ -16,6 +16,7 @@ import { GatewayMetrics } from '../gateway/metrics.js';
 import type { EngineEntry } from '../gateway/engine-catalog.js';
 import { LocalTokenizer } from '../gateway/local-tokenizer.js';
 import { MAX_TIMER_MS } from '../protocol/time-limits.js';
+import { isRoutingPresetName, ROUTING_PRESET_NAMES, ROUTING_PRESETS, type RoutingCost, type RoutingPresetName } from '../router/presets.js';
 import { parseListenAddress, startOpsServer, type OpsServer } from '../serve/ops-server.js';
 import { quietFastify } from '../serve/quiet-fastify.js';
 
@@ -37,8 +38,11 @@ export const GATEWAY_USAGE = `usage: kvindex gateway --http <[host:]port> [optio
                              /tokenize; needs the optional @huggingface/tokenizers
   --chat-template <file>     Jinja chat template for --tokenizer (default: tokenizer_config.json's
                              chat_template); needs the optional @huggingface/jinja
+  --routing <kv|dynamo>      the routing cost: kv (kvindex's default, tuned for time to first
+                             token: docs/routing.md) or dynamo (Dynamo's defaults) (default: kv)
   --prefill-load-scale <x>   weight of a candidate's uncached prefill in its cost against its
-                             in-flight blocks (Dynamo's kv_overlap_score_weight; default: 1)
+                             in-flight blocks (Dynamo's kv_overlap_score_weight), over --routing's
+                             (kv: 30, dynamo: 1)
   --metrics <host:port>      serve GET /metrics (Prometheus), /health and /ready on their own
                              listener (host defaults to 127.0.0.1; port 0 picks one, logged)
   --log-level <level>        pino level: debug, info, warn, error (default: info)
@@ -61,7 +65,8 @@ interface GatewayArgs {
   healthIntervalMs: number;
   staleMs: number;
   bodyLimit: number;
-  prefillLoadScale: number;
+  routing: RoutingCost;
+  routingName: RoutingPresetName;
   tokenizer: string | null;
   chatTemplate: string | null;
   logLevel: string;
@@ -82,6 +87,7 @@ function parse(args: string[]): GatewayArgs | 'help' {
       'events-stale': { type: 'string' },
       'body-limit': { type: 'string' },
       'prefill-load-scale': { type: 'string' },
+      routing: { type: 'string' },
       tokenizer: { type: 'string' },
       'chat-template': { type: 'string' },
       'log-level': { type: 'string' },
@@ -104,10 +110,13 @@ function parse(args: string[]): GatewayArgs | 'help' {
     throw new UsageError(`--log-level: expected debug, info, warn or error, got '${level}'`);
   }
   const token = values.token ?? process.env.KVINDEX_TOKEN ?? '';
-  const scale = values['prefill-load-scale'] ?? '1';
-  if (!/^[0-9]+(\.[0-9]+)?$/.test(scale) || Number(scale) > 1e6) throw new UsageError(`--prefill-load-scale: expected a number from 0 to 1e6, got '${scale}'`);
+  const preset = values.routing ?? 'kv';
+  if (!isRoutingPresetName(preset)) throw new UsageError(`--routing: expected ${ROUTING_PRESET_NAMES.join(' or ')}, got '${preset}'`);
+  const scale = values['prefill-load-scale'];
+  if (scale !== undefined && (!/^[0-9]+(\.[0-9]+)?$/.test(scale) || Number(scale) > 1e6)) throw new UsageError(`--prefill-load-scale: expected a number from 0 to 1e6, got '${scale}'`);
   return {
-    prefillLoadScale: Number(scale),
+    routing: { ...ROUTING_PRESETS[preset], ...(scale === undefined ? {} : { prefillLoadScale: Number(scale) }) },
+    routingName: preset,
     tokenizer: values.tokenizer ?? null,
     chatTemplate: values['chat-template'] ?? null,
     listen: address('http', values.http),
@@ -140,7 +149,7 @@ export async function main(args: string[]): Promise<number> {
   }
   const logger = pino({ name: 'kvindex', level: a.logLevel }, pino.destination({ fd: 2, sync: true }));
   const metrics = a.metrics === null ? null : new GatewayMetrics();
-  const gateway = new Gateway({ logger, topic: a.topic, healthIntervalMs: a.healthIntervalMs, staleMs: a.staleMs, routing: { prefillLoadScale: a.prefillLoadScale }, tokenizer, ...(metrics === null ? {} : { observer: metrics }) });
+  const gateway = new Gateway({ logger, topic: a.topic, healthIntervalMs: a.healthIntervalMs, staleMs: a.staleMs, routing: a.routing, tokenizer, ...(metrics === null ? {} : { observer: metrics }) });
   metrics?.watch(gateway);
   const app = quietFastify(logger);
   let ops: OpsServer | null = null;
@@ -152,7 +161,7 @@ export async function main(args: string[]): Promise<number> {
       logger.info({ metricsUrl: ops.url }, 'metrics, health and readiness served over HTTP');
     }
     const address = await app.listen({ host: a.listen.host, port: a.listen.port });
-    logger.info({ address, engines: engines.length, auth: a.token !== null, tokenizer: a.tokenizer === null ? 'engine' : 'local' }, 'kvindex gateway ready');
+    logger.info({ address, engines: engines.length, auth: a.token !== null, tokenizer: a.tokenizer === null ? 'engine' : 'local', routing: a.routingName }, 'kvindex gateway ready');
   } catch (err) {
     logger.error({ err: (err as Error).message }, 'kvindex gateway could not start');
     await app.close();

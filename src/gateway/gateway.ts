@@ -25,10 +25,14 @@ import { GatewayError } from './openai-error.js';
 import type { OpenAiRequest } from './openai-request.js';
 import { NOOP_OBSERVER, type GatewayObserver } from './observer.js';
 import type { LocalTokenizer } from './local-tokenizer.js';
+import { ROUTING_PRESETS } from '../router/presets.js';
 
 export interface GatewayOptions {
   logger?: Logger;
-  /** Selector settings of the routers (Dynamo's defaults otherwise). */
+  /**
+   * Router settings (default `ROUTING_PRESETS.kv`, kvindex's cost tuned for time to first token;
+   * `ROUTING_PRESETS.dynamo` is Dynamo's).
+   */
   routing?: EngineRegistryOptions['routing'];
   /** ZMQ topic prefix of every listener (default ''). */
   topic?: string;
@@ -84,7 +88,7 @@ export class Gateway {
     this.registry = new EngineRegistry({
       ...(options.logger === undefined ? {} : { logger: options.logger }),
       ...(options.topic === undefined ? {} : { topic: options.topic }),
-      ...(options.routing === undefined ? {} : { routing: options.routing }),
+      routing: options.routing ?? ROUTING_PRESETS.kv,
     });
     this.catalog = new EngineCatalog(this.registry, {
       ...(options.staleMs === undefined ? {} : { staleMs: options.staleMs }),
