@@ -18,11 +18,12 @@ import { EngineRegistry, type EngineRegistryOptions } from '../http/engine-regis
 import { DEFAULT_TENANT } from '../http/requests.js';
 import type { RouteDecision } from '../router/kv-router.js';
 import type { WorkerCandidate } from '../router/select-worker.js';
-import { EngineCatalog, type CatalogEngine, type EngineEntry } from './engine-catalog.js';
+import { EngineCatalog, type EngineEntry } from './engine-catalog.js';
 import { tokenizeOnEngine, TokenizeError } from './engine-tokenizer.js';
 import { HealthPoller } from './health.js';
 import { GatewayError } from './openai-error.js';
 import type { OpenAiRequest } from './openai-request.js';
+import type { EnginePick } from './engine-pick.js';
 import { NOOP_OBSERVER, type GatewayObserver } from './observer.js';
 import type { LocalTokenizer } from './local-tokenizer.js';
 import { ROUTING_PRESETS } from '../router/presets.js';
@@ -48,24 +49,6 @@ export interface GatewayOptions {
   observer?: GatewayObserver;
   /** Tokenize text and chat here instead of on an engine (local-tokenizer.ts). */
   tokenizer?: LocalTokenizer | null;
-}
-
-/** A routing decision for one request, in flight on its engine until `free`. */
-export interface EnginePick {
-  readonly requestId: string;
-  /** The engine chosen: its URL, instance id and rank. */
-  readonly engine: CatalogEngine;
-  readonly decision: RouteDecision;
-  /** The model whose index decided (the base model of an adapter) and the LoRA name. */
-  readonly baseModel: string;
-  readonly loraName: string | null;
-  readonly tenantId: string;
-  readonly tokens: Uint32Array;
-  /** Time spent tokenizing (0 for token ids) and deciding, ms. */
-  readonly tokenizeMs: number;
-  readonly routeMs: number;
-  /** Whether `free` ran. */
-  freed: boolean;
 }
 
 export class Gateway {

@@ -16,7 +16,8 @@ export { Outcome } from './observer.js';
 export { LocalTokenizer } from './local-tokenizer.js';
 
 // Types
-export type { GatewayOptions, EnginePick } from './gateway.js';
+export type { GatewayOptions } from './gateway.js';
+export type { EnginePick } from './engine-pick.js';
 export type { GatewayPluginOptions } from './plugin.js';
 export type { OpenAiRequest, Prompt } from './openai-request.js';
 export type { EngineEntry, CatalogEngine, ListedModel } from './engine-catalog.js';

@@ -20,7 +20,8 @@
 import { Counter, Gauge, Histogram, Registry, exponentialBuckets } from 'prom-client';
 import { ZmqServeMetrics } from '../serve/zmq-metrics.js';
 import { Health } from './engine-catalog.js';
-import type { EnginePick, Gateway } from './gateway.js';
+import type { EnginePick } from './engine-pick.js';
+import type { Gateway } from './gateway.js';
 import type { GatewayObserver, Outcome } from './observer.js';
 
 const SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];

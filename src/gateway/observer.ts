@@ -3,7 +3,7 @@
  * own: every hook is called synchronously on the request path, so it must be cheap.
  */
 
-import type { EnginePick } from './gateway.js';
+import type { EnginePick } from './engine-pick.js';
 
 /** How a proxied request ended. */
 export const Outcome = {

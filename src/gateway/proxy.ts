@@ -18,7 +18,8 @@
 
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import { request, type Dispatcher } from 'undici';
-import type { EnginePick, Gateway } from './gateway.js';
+import type { EnginePick } from './engine-pick.js';
+import type { Gateway } from './gateway.js';
 import { isRefused } from './engine-tokenizer.js';
 import { errorAnswer, GatewayError, openAiErrorJson } from './openai-error.js';
 import type { OpenAiRequest } from './openai-request.js';
