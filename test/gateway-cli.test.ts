@@ -63,6 +63,8 @@ describe.skipIf(!existsSync(MAIN) || !(await zmqAvailable()))('kvindex gateway (
     }
     expect(await proc.exited).toBe(0);
     expect(proc.lines.every((l) => l.level > 0)).toBe(true); // every stderr line is pino JSON
+    // The stop line counts the engine listeners it closed (it printed a hard-coded 0).
+    expect(proc.lines.find((l) => l.msg === 'kvindex gateway stopped')?.['listeners']).toBeGreaterThanOrEqual(2);
   });
 
   it('exits 2 on bad flags and a bad engines file', () => {

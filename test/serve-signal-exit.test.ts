@@ -7,7 +7,11 @@
  * margin for a busy 2-core host, not a performance figure.
  */
 import { connect } from 'node:net';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { FakeEngine } from './support/fake-engine.js';
 import { ServeProcess } from './support/serve-process.js';
 import { closedEndpoint, VllmPublisher, zmqAvailable } from './support/vllm-publisher.js';
 import { FreezableProxy } from './support/freezable-proxy.js';
@@ -79,6 +83,29 @@ describe.skipIf(!zmq)('kvindex serve --http exits on a signal', () => {
       for (const c of closers) c();
       pub.close();
       proc.signal('SIGKILL');
+    }
+  });
+});
+
+describe.skipIf(!zmq)('kvindex gateway exits on a signal', () => {
+  it('SIGTERM with an engine, a request relayed and keep-alive connections open: exit 0 within the bound', async () => {
+    const engine = await FakeEngine.start({ model: 'm', blockSize: 4 });
+    const dir = mkdtempSync(join(tmpdir(), 'kvindex-gw-signal-'));
+    const file = join(dir, 'engines.json');
+    writeFileSync(file, JSON.stringify([{ instance_id: 1, endpoint: engine.endpoint, model_name: 'm', block_size: 4, url: engine.url }]));
+    const proc = new ServeProcess(['--http', '127.0.0.1:0', '--engines', file, '--metrics', '127.0.0.1:0'], [], 'gateway');
+    const closers: Array<() => void> = [];
+    try {
+      const address = (await proc.waitFor('kvindex gateway ready'))['address'] as string;
+      const res = await fetch(`${address}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"model":"m","prompt":[1,2,3,4,5,6,7,8],"max_tokens":4}' });
+      expect(res.status, await res.text()).toBe(200);
+      closers.push(await keepAlive(address));
+      await expectCleanStop(proc, 'SIGTERM');
+    } finally {
+      for (const c of closers) c();
+      await engine.stop();
+      proc.signal('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -19,6 +19,8 @@ import { MAX_TIMER_MS } from '../protocol/time-limits.js';
 import { isRoutingPresetName, ROUTING_PRESET_NAMES, ROUTING_PRESETS, type RoutingCost, type RoutingPresetName } from '../router/presets.js';
 import { parseListenAddress, startOpsServer, type OpsServer } from '../serve/ops-server.js';
 import { quietFastify } from '../serve/quiet-fastify.js';
+import { Shutdown } from './shutdown.js';
+import { warnIfZmqMissing } from './zmq-missing.js';
 
 export const GATEWAY_USAGE = `usage: kvindex gateway --http <[host:]port> [options]
   OpenAI-compatible proxy: each request goes to the engine holding its prompt's prefix
@@ -148,6 +150,9 @@ export async function main(args: string[]): Promise<number> {
     return 0;
   }
   const logger = pino({ name: 'kvindex', level: a.logLevel }, pino.destination({ fd: 2, sync: true }));
+  // The same stop contract as `serve` (shutdown.ts): exit within 1 s of SIGTERM/SIGINT.
+  const shutdown = new Shutdown(logger);
+  await warnIfZmqMissing(logger);
   const metrics = a.metrics === null ? null : new GatewayMetrics();
   const gateway = new Gateway({ logger, topic: a.topic, healthIntervalMs: a.healthIntervalMs, staleMs: a.staleMs, routing: a.routing, tokenizer, ...(metrics === null ? {} : { observer: metrics }) });
   metrics?.watch(gateway);
@@ -164,24 +169,19 @@ export async function main(args: string[]): Promise<number> {
     logger.info({ address, engines: engines.length, auth: a.token !== null, tokenizer: a.tokenizer === null ? 'engine' : 'local', routing: a.routingName }, 'kvindex gateway ready');
   } catch (err) {
     logger.error({ err: (err as Error).message }, 'kvindex gateway could not start');
+    shutdown.begin('could not start');
     await app.close();
     await ops?.close();
     await gateway.close();
-    return 1;
+    return shutdown.finished(1);
   }
-  const signal = await new Promise<string>((resolve) => {
-    const on = (s: NodeJS.Signals): void => {
-      process.off('SIGTERM', on);
-      process.off('SIGINT', on);
-      resolve(s);
-    };
-    process.on('SIGTERM', on);
-    process.on('SIGINT', on);
-  });
+  shutdown.serving();
+  const signal = await shutdown.signalled();
   logger.info({ signal }, 'shutting down');
-  await app.close();
-  await ops?.close();
-  await gateway.close();
-  logger.info({ listeners: 0 }, 'kvindex gateway stopped');
-  return 0;
+  await shutdown.step('close the HTTP listener', () => app.close());
+  await shutdown.step('close the metrics listener', async () => ops?.close());
+  const listeners = gateway.registry.listeners().length;
+  await shutdown.step('close the engine listeners and health polls', () => gateway.close());
+  logger.info({ listeners }, 'kvindex gateway stopped');
+  return shutdown.finished(0);
 }

@@ -8,9 +8,7 @@
  */
 
 import { parseArgs } from 'node:util';
-import { pino, type Logger } from 'pino';
-import { loadMsgpack, loadZeromq } from '../zmq/load.js';
-import { ZmqErrorCode } from '../zmq/errors.js';
+import { pino } from 'pino';
 import { EngineRegistry } from '../http/engine-registry.js';
 import { engineReadiness, type EngineReadiness } from '../http/engine-readiness.js';
 import { registerIndexerRoutes, TOKEN_ROUTES } from '../http/indexer-routes.js';
@@ -19,6 +17,7 @@ import { quietFastify } from '../serve/quiet-fastify.js';
 import { MAX_TIMER_MS } from '../protocol/time-limits.js';
 import { ZmqServeMetrics } from '../serve/zmq-metrics.js';
 import { Shutdown } from './shutdown.js';
+import { warnIfZmqMissing } from './zmq-missing.js';
 
 export const HTTP_USAGE = `usage: kvindex serve --http <[host:]port> [options]
   standalone indexer: engine KV events over ZMQ (vLLM, SGLang), lookups over HTTP
@@ -168,21 +167,4 @@ export async function main(args: string[]): Promise<number> {
   await shutdown.step('close the engine listeners', () => registry.close());
   logger.info({ listeners }, 'kvindex serve stopped');
   return shutdown.finished(0);
-}
-
-/**
- * One WARN line at start-up when an optional dependency of the ZMQ adapter is missing (an
- * install with --omit=optional, or a platform where zeromq's addon did not build): the server
- * still starts (lookups of an empty index, /health), and /register answers 503
- * KVX_ZMQ_DEPENDENCY_MISSING until the package is installed and the server restarted.
- */
-async function warnIfZmqMissing(logger: Logger): Promise<void> {
-  const missing: string[] = [];
-  const probes: Array<[string, () => Promise<unknown>]> = [['zeromq', loadZeromq], ['@msgpack/msgpack', loadMsgpack]];
-  for (const [name, load] of probes) await load().catch(() => missing.push(name));
-  if (missing.length === 0) return;
-  logger.warn(
-    { code: ZmqErrorCode.DependencyMissing, missing, install: `npm install ${missing.join(' ')}` },
-    `engine events over ZMQ are unavailable: the optional dependency ${missing.map((m) => `'${m}'`).join(' and ')} is not installed; /register answers 503 until it is (run 'npm install ${missing.join(' ')}' and restart)`,
-  );
 }
