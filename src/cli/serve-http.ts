@@ -19,6 +19,7 @@ import { quietFastify } from '../serve/quiet-fastify.js';
 import { MAX_TIMER_MS } from '../protocol/time-limits.js';
 import { ZmqServeMetrics } from '../serve/zmq-metrics.js';
 import { Shutdown } from './shutdown.js';
+import { checkPeerUrl, PeerList } from '../http/peer-list.js';
 
 export const HTTP_USAGE = `usage: kvindex serve --http <[host:]port> [options]
   standalone indexer: engine KV events over ZMQ (vLLM, SGLang), lookups over HTTP
@@ -27,6 +28,8 @@ export const HTTP_USAGE = `usage: kvindex serve --http <[host:]port> [options]
   --http <[host:]port>       listen address (host default 127.0.0.1: loopback only)
   --token <t>                bearer token required by ${TOKEN_ROUTES.join(' ')}
                              (default: $KVINDEX_TOKEN; none: unguarded)
+  --peers <url,...>          other replicas (http(s) URLs, comma-separated): served by GET /peers,
+                             changed by POST /register_peer and /deregister_peer
   --topic <prefix>           ZMQ topic filter of every listener (default: '', all topics)
   --replay-timeout <ms>      wait per replay message before a gap counts as unreplayable (default: 2000)
   --readmit-after <s|never>  seconds after an unreplayable gap before the worker counts in scores
@@ -52,6 +55,7 @@ interface HttpArgs {
   readyStrict: boolean;
   logLevel: string;
   metrics: { host: string; port: number } | null;
+  peers: string[];
 }
 
 function parse(args: string[]): HttpArgs | 'help' {
@@ -68,6 +72,7 @@ function parse(args: string[]): HttpArgs | 'help' {
       'ready-strict': { type: 'boolean' },
       'log-level': { type: 'string' },
       metrics: { type: 'string' },
+      peers: { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -96,6 +101,15 @@ function parse(args: string[]): HttpArgs | 'help' {
       throw new UsageError(`--metrics: ${(err as Error).message}`);
     }
   }
+  const peers: string[] = [];
+  for (const url of (values.peers ?? '').split(',')) {
+    if (url.trim() === '') continue;
+    try {
+      peers.push(checkPeerUrl(url.trim(), '--peers'));
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
+  }
   const token = values.token ?? process.env.KVINDEX_TOKEN ?? '';
   return {
     host: (m[1] ?? '127.0.0.1').replace(/^\[|\]$/g, ''),
@@ -107,6 +121,7 @@ function parse(args: string[]): HttpArgs | 'help' {
     readyStrict: values['ready-strict'] === true,
     logLevel: level,
     metrics,
+    peers,
   };
 }
 
@@ -129,9 +144,12 @@ export async function main(args: string[]): Promise<number> {
   const readiness = (): EngineReadiness => engineReadiness(registry, a.readyStrict);
   const app = quietFastify(logger);
   const metrics = a.metrics === null ? null : new ZmqServeMetrics(registry);
+  const peers = new PeerList(a.peers);
   await registerIndexerRoutes(app, registry, {
     token: a.token,
     readiness,
+    peers,
+    onPeerChange: (change, url) => logger.info({ peer: url, peers: peers.size }, `peer ${change}`),
     ...(metrics === null ? {} : {
       onQuery: (route: string, ms: number) => metrics.observeQuery(route, ms),
       onError: (route: string, status: number) => metrics.observeError(route, status),
@@ -158,7 +176,7 @@ export async function main(args: string[]): Promise<number> {
     await registry.close();
     return shutdown.finished(1);
   }
-  logger.info({ address, auth: a.token !== null, topic: a.topic }, 'kvindex serve ready');
+  logger.info({ address, auth: a.token !== null, topic: a.topic, peers: peers.list() }, 'kvindex serve ready');
   shutdown.serving();
   const signal = await shutdown.signalled();
   logger.info({ signal }, 'shutting down');

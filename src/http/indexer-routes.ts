@@ -10,7 +10,8 @@
  * (engine-readiness.ts: 503 or 200 naming the ranks that are not active); and kvindex's
  * routing decisions (not Dynamo's: its routers decide in-process): POST /route, /mark_prefill,
  * /free, guarded by the token too since they change what later decisions see
- * (`TOKEN_ROUTES`, which the CLI's help prints). docs/http-api.md has the bodies with examples.
+ * (`TOKEN_ROUTES`, which the CLI's help prints); with `peers`, Dynamo's POST /register_peer,
+ * /deregister_peer (guarded) and GET /peers (peer-routes.ts). docs/http-api.md has the bodies with examples.
  */
 
 import { timingSafeEqual } from 'node:crypto';
@@ -25,9 +26,11 @@ import { QueryBodyReader } from './query-body.js';
 import { HttpRequestError, modelTenant, type RegisterRequest, type UnregisterRequest, readQuery, readQueryByHash, readRegister, readRequestRef, readRoute, readUnregister } from './requests.js';
 import { dumpJson, scoresJson, workersJson } from './responses.js';
 import { answerErrors, answerNoRoute, JSON_TYPE, sendError } from './error-answers.js';
+import type { PeerList } from './peer-list.js';
+import { registerPeerRoutes } from './peer-routes.js';
 
 /** The routes the bearer token guards, when one is set: every route that changes state. */
-export const TOKEN_ROUTES: readonly string[] = ['/register', '/unregister', '/route', '/mark_prefill', '/free'];
+export const TOKEN_ROUTES: readonly string[] = ['/register', '/unregister', '/route', '/mark_prefill', '/free', '/register_peer', '/deregister_peer'];
 
 export interface IndexerRoutesOptions {
   /** When set, the `TOKEN_ROUTES` need `Authorization: Bearer <token>`. */
@@ -53,6 +56,10 @@ export interface IndexerRoutesOptions {
   register?: (r: RegisterRequest, body: unknown) => Promise<void>;
   /** Replaces `registry.unregister` for POST /unregister. */
   unregister?: (r: UnregisterRequest) => Promise<number>;
+  /** The replica's peers: serves Dynamo's /register_peer, /deregister_peer and /peers (peer-routes.ts). */
+  peers?: PeerList | null;
+  /** Told each peer added or removed over HTTP (a log line). */
+  onPeerChange?: (change: 'added' | 'removed', url: string) => void;
 }
 
 /**
@@ -163,6 +170,8 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
         return reply.type(JSON_TYPE).send(`{"ok":${act(router, r.requestId)}}`);
       });
     }
+
+    if (options.peers != null) registerPeerRoutes(api, options.peers, (path) => ({ ...guard(path), ...small }), options.onPeerChange);
 
     api.get('/dump', guard('/dump'), async (_req, reply) => reply.type(JSON_TYPE).send(dumpJson(registry.indexes())));
 
