@@ -20,6 +20,7 @@ import { MAX_TIMER_MS } from '../protocol/time-limits.js';
 import { ZmqServeMetrics } from '../serve/zmq-metrics.js';
 import { Shutdown } from './shutdown.js';
 import { checkPeerUrl, PeerList } from '../http/peer-list.js';
+import { PeerRecovery } from '../http/peer-recovery.js';
 
 export const HTTP_USAGE = `usage: kvindex serve --http <[host:]port> [options]
   standalone indexer: engine KV events over ZMQ (vLLM, SGLang), lookups over HTTP
@@ -28,8 +29,10 @@ export const HTTP_USAGE = `usage: kvindex serve --http <[host:]port> [options]
   --http <[host:]port>       listen address (host default 127.0.0.1: loopback only)
   --token <t>                bearer token required by ${TOKEN_ROUTES.join(' ')}
                              (default: $KVINDEX_TOKEN; none: unguarded)
-  --peers <url,...>          other replicas (http(s) URLs, comma-separated): served by GET /peers,
-                             changed by POST /register_peer and /deregister_peer
+  --peers <url,...>          other replicas (http(s) URLs, comma-separated): at start, take the
+                             first reachable one's /dump (index, registrations, engine seqs)
+                             before /ready; served by GET /peers, changed by POST /register_peer
+                             and /deregister_peer
   --topic <prefix>           ZMQ topic filter of every listener (default: '', all topics)
   --replay-timeout <ms>      wait per replay message before a gap counts as unreplayable (default: 2000)
   --readmit-after <s|never>  seconds after an unreplayable gap before the worker counts in scores
@@ -141,14 +144,18 @@ export async function main(args: string[]): Promise<number> {
   const shutdown = new Shutdown(logger);
   await warnIfZmqMissing(logger);
   const registry = new EngineRegistry({ logger, topic: a.topic, replayTimeoutMs: a.replayTimeoutMs, readmitAfterMs: a.readmitAfterMs });
-  const readiness = (): EngineReadiness => engineReadiness(registry, a.readyStrict);
+  const peers = new PeerList(a.peers);
+  const recovery = new PeerRecovery({ registry, peers, logger });
+  // Until the recovery from a peer has ended, not ready, whatever the engines' states.
+  const readiness = (): EngineReadiness =>
+    recovery.ready ? engineReadiness(registry, a.readyStrict) : { ready: false, reason: recovery.reason, lag: 0, not_active: [] };
   const app = quietFastify(logger);
   const metrics = a.metrics === null ? null : new ZmqServeMetrics(registry);
-  const peers = new PeerList(a.peers);
   await registerIndexerRoutes(app, registry, {
     token: a.token,
     readiness,
     peers,
+    gate: () => recovery.gate(),
     onPeerChange: (change, url) => logger.info({ peer: url, peers: peers.size }, `peer ${change}`),
     ...(metrics === null ? {} : {
       onQuery: (route: string, ms: number) => metrics.observeQuery(route, ms),
@@ -178,8 +185,10 @@ export async function main(args: string[]): Promise<number> {
   }
   logger.info({ address, auth: a.token !== null, topic: a.topic, peers: peers.list() }, 'kvindex serve ready');
   shutdown.serving();
+  recovery.start();
   const signal = await shutdown.signalled();
   logger.info({ signal }, 'shutting down');
+  await shutdown.step('stop the recovery from peers', () => recovery.stop());
   await shutdown.step('close the HTTP listener', () => app.close());
   await shutdown.step('close the metrics listener', async () => ops?.close());
   const listeners = registry.listeners().length;

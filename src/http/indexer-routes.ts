@@ -58,6 +58,11 @@ export interface IndexerRoutesOptions {
   unregister?: (r: UnregisterRequest) => Promise<number>;
   /** The replica's peers: serves Dynamo's /register_peer, /deregister_peer and /peers (peer-routes.ts). */
   peers?: PeerList | null;
+  /**
+   * Asked before each lookup, route and dump: an error to answer instead (503 `KVX_RECOVERING`
+   * while the replica recovers from a peer), or null. Default: always open.
+   */
+  gate?: () => HttpRequestError | null;
   /** Told each peer added or removed over HTTP (a log line). */
   onPeerChange?: (change: 'added' | 'removed', url: string) => void;
 }
@@ -117,9 +122,17 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
 
     api.get('/workers', guard('/workers'), async (_req, reply) => reply.type(JSON_TYPE).send(workersJson(registry.listeners())));
 
+    const gate = options.gate ?? null;
+    // A preHandler, so a closed gate answers before the body is parsed or anything looked up.
+    const gated = gate === null ? {} : {
+      preHandler: async (): Promise<void> => {
+        const closed = gate();
+        if (closed !== null) throw closed;
+      },
+    };
     const onQuery = options.onQuery ?? null;
     const queryBodies = new QueryBodyReader();
-    api.post('/query', { ...guard('/query'), bodyLimit }, async (req, reply) => {
+    api.post('/query', { ...guard('/query'), ...gated, bodyLimit }, async (req, reply) => {
       const t0 = onQuery === null ? 0 : performance.now();
       // The usual body shape is read from its bytes (query-body.ts); anything else the general way.
       const q = queryBodies.read(bytes(req.body)) ?? readQuery(plain(req.body));
@@ -130,7 +143,7 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
       return reply.type(JSON_TYPE).send(body);
     });
 
-    api.post('/query_by_hash', { ...guard('/query_by_hash'), bodyLimit }, async (req, reply) => {
+    api.post('/query_by_hash', { ...guard('/query_by_hash'), ...gated, bodyLimit }, async (req, reply) => {
       const t0 = onQuery === null ? 0 : performance.now();
       const q = readQueryByHash(lossless(req.body));
       const entry = registry.index(q.modelName, q.tenantId);
@@ -140,7 +153,7 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
       return reply.type(JSON_TYPE).send(body);
     });
 
-    api.post('/route', { ...guard('/route'), bodyLimit }, async (req, reply) => {
+    api.post('/route', { ...guard('/route'), ...gated, bodyLimit }, async (req, reply) => {
       const r = readRoute(plain(req.body));
       const router = registry.router(r.modelName, r.tenantId);
       if (router === undefined) throw new HttpRequestError(`no index for ${modelTenant(r.modelName, r.tenantId)}`, 404);
@@ -173,7 +186,7 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
 
     if (options.peers != null) registerPeerRoutes(api, options.peers, (path) => ({ ...guard(path), ...small }), options.onPeerChange);
 
-    api.get('/dump', guard('/dump'), async (_req, reply) => reply.type(JSON_TYPE).send(dumpJson(registry.indexes())));
+    api.get('/dump', { ...guard('/dump'), ...gated }, async (_req, reply) => reply.type(JSON_TYPE).send(dumpJson(registry.indexes(), registry.listeners())));
 
     api.get('/health', guard('/health'), async (_req, reply) => reply.type(JSON_TYPE).send('{"status":"ok"}'));
 
