@@ -21,6 +21,7 @@ import { ZmqServeMetrics } from '../serve/zmq-metrics.js';
 import { Shutdown } from './shutdown.js';
 import { checkPeerUrl, PeerList } from '../http/peer-list.js';
 import { PeerRecovery } from '../http/peer-recovery.js';
+import { RegistrationForwarder } from '../http/peer-forward.js';
 
 export const HTTP_USAGE = `usage: kvindex serve --http <[host:]port> [options]
   standalone indexer: engine KV events over ZMQ (vLLM, SGLang), lookups over HTTP
@@ -31,8 +32,9 @@ export const HTTP_USAGE = `usage: kvindex serve --http <[host:]port> [options]
                              (default: $KVINDEX_TOKEN; none: unguarded)
   --peers <url,...>          other replicas (http(s) URLs, comma-separated): at start, take the
                              first reachable one's /dump (index, registrations, engine seqs)
-                             before /ready; served by GET /peers, changed by POST /register_peer
-                             and /deregister_peer
+                             before /ready; /register and /unregister are forwarded to them
+                             (with this --token); served by GET /peers, changed by POST
+                             /register_peer and /deregister_peer
   --topic <prefix>           ZMQ topic filter of every listener (default: '', all topics)
   --replay-timeout <ms>      wait per replay message before a gap counts as unreplayable (default: 2000)
   --readmit-after <s|never>  seconds after an unreplayable gap before the worker counts in scores
@@ -146,6 +148,7 @@ export async function main(args: string[]): Promise<number> {
   const registry = new EngineRegistry({ logger, topic: a.topic, replayTimeoutMs: a.replayTimeoutMs, readmitAfterMs: a.readmitAfterMs });
   const peers = new PeerList(a.peers);
   const recovery = new PeerRecovery({ registry, peers, logger });
+  const forwarder = new RegistrationForwarder({ peers, token: a.token, logger });
   // Until the recovery from a peer has ended, not ready, whatever the engines' states.
   const readiness = (): EngineReadiness =>
     recovery.ready ? engineReadiness(registry, a.readyStrict) : { ready: false, reason: recovery.reason, lag: 0, not_active: [] };
@@ -156,6 +159,7 @@ export async function main(args: string[]): Promise<number> {
     readiness,
     peers,
     gate: () => recovery.gate(),
+    forward: (path, body) => forwarder.forward(path, body),
     onPeerChange: (change, url) => logger.info({ peer: url, peers: peers.size }, `peer ${change}`),
     ...(metrics === null ? {} : {
       onQuery: (route: string, ms: number) => metrics.observeQuery(route, ms),
@@ -190,6 +194,7 @@ export async function main(args: string[]): Promise<number> {
   logger.info({ signal }, 'shutting down');
   await shutdown.step('stop the recovery from peers', () => recovery.stop());
   await shutdown.step('close the HTTP listener', () => app.close());
+  await shutdown.step('finish forwarding registrations to peers', () => forwarder.settled());
   await shutdown.step('close the metrics listener', async () => ops?.close());
   const listeners = registry.listeners().length;
   await shutdown.step('close the engine listeners', () => registry.close());

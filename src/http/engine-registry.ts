@@ -127,8 +127,10 @@ export class EngineRegistry {
 
   /**
    * Starts a listener. Throws `HttpRequestError`: 409 when the (model, tenant) has another
-   * block size or the (instance, rank) is already registered there (or being registered), 400
-   * for a bad endpoint. Waits for an unregister of the same (instance, rank) under way.
+   * block size or the (instance, rank) is already registered there with another endpoint or
+   * replay endpoint (or being registered), 400 for a bad endpoint. The same registration again
+   * is a success that changes nothing. Waits for an unregister of the same (instance, rank)
+   * under way.
    */
   async register(r: RegisterRequest, from: RegisterFrom | null = null): Promise<void> {
     checkOrBadRequest(() => checkEndpoint(r.endpoint, 'endpoint'));
@@ -143,7 +145,11 @@ export class EngineRegistry {
     if (entry !== undefined && entry.index.blockSize !== r.blockSize) {
       throw new HttpRequestError(`block_size ${r.blockSize} conflicts with ${entry.index.blockSize} of ${modelTenant(r.modelName, r.tenantId)}`, 409);
     }
-    if (this.#listeners.has(lk) || this.#registering.has(lk)) {
+    // The same registration again (an engine that retries, or one forwarded by a peer replica
+    // that this replica already has): a success that changes nothing, not a 409.
+    const existing = this.#listeners.get(lk);
+    if (existing !== undefined && existing.endpoint === r.endpoint && existing.replayEndpoint === r.replayEndpoint) return;
+    if (existing !== undefined || this.#registering.has(lk)) {
       throw new HttpRequestError(`instance ${r.instanceId} dp_rank ${r.dpRank} is already registered for this model and tenant`, 409);
     }
     const created = entry === undefined;

@@ -28,6 +28,7 @@ import { dumpJson, scoresJson, workersJson } from './responses.js';
 import { answerErrors, answerNoRoute, JSON_TYPE, sendError } from './error-answers.js';
 import type { PeerList } from './peer-list.js';
 import { registerPeerRoutes } from './peer-routes.js';
+import { FORWARDED_HEADER } from './peer-forward.js';
 
 /** The routes the bearer token guards, when one is set: every route that changes state. */
 export const TOKEN_ROUTES: readonly string[] = ['/register', '/unregister', '/route', '/mark_prefill', '/free', '/register_peer', '/deregister_peer'];
@@ -63,6 +64,12 @@ export interface IndexerRoutesOptions {
    * while the replica recovers from a peer), or null. Default: always open.
    */
   gate?: () => HttpRequestError | null;
+  /**
+   * Told each /register and /unregister this replica answered with a success, with the body's
+   * bytes, unless the request came forwarded from a peer (`FORWARDED_HEADER`): peer-forward.ts
+   * sends it on to the peers.
+   */
+  forward?: (path: '/register' | '/unregister', body: Buffer) => void;
   /** Told each peer added or removed over HTTP (a log line). */
   onPeerChange?: (change: 'added' | 'removed', url: string) => void;
 }
@@ -108,14 +115,21 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
     const small = { bodyLimit: Math.min(SMALL_BODY_LIMIT, bodyLimit) };
     const register = options.register ?? ((r: RegisterRequest) => registry.register(r));
     const unregister = options.unregister ?? ((r: UnregisterRequest) => registry.unregister(r));
+    const forward = options.forward ?? null;
+    const forwardOnce = (req: FastifyRequest, path: '/register' | '/unregister'): void => {
+      if (forward !== null && req.headers[FORWARDED_HEADER] === undefined) forward(path, bytes(req.body));
+    };
     api.post('/register', { ...guard('/register'), ...small }, async (req, reply) => {
       const body = lossless(req.body);
       await register(readRegister(body), body);
+      forwardOnce(req, '/register');
       return ok(reply, 201);
     });
 
     api.post('/unregister', { ...guard('/unregister'), ...small }, async (req, reply) => {
       const n = await unregister(readUnregister(lossless(req.body)));
+      // Forwarded even when nothing matched here: a peer may hold what this replica does not.
+      forwardOnce(req, '/unregister');
       if (n === 0) throw new HttpRequestError('worker not found', 404);
       return ok(reply, 200);
     });
