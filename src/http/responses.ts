@@ -63,6 +63,8 @@ function stateFields(h: RankHealth): string {
  * (failed > pending > active > paused). `status` keeps Dynamo's words (connecting and excluded
  * ranks are `pending`); `state` is kvindex's (active, connecting, excluded, failed: the worst of
  * the listener's ranks, src/zmq/source-health.ts) with its reason and since when (ISO 8601).
+ * A listener recovered from a peer at start-up adds to its item `"recovered_from":"<peer url>"`
+ * and `"approximate":bool` (true: the peer's dump said no engine seq for it: peer-recovery.ts).
  * (Items were per instance only: an instance registered for two models or tenants wrote each
  * rank key twice, which a JSON parser reads as one; found by fuzzing.)
  */
