@@ -85,17 +85,19 @@ export function readDump(bytes: Uint8Array): DumpSection[] {
 }
 
 function readSection(s: JsonScanner, key: string): DumpSection {
+  // Field paths in messages name the key clipped: it comes from another process.
+  const label = showValue(key);
   let blockSize: number | null = null;
   let events: RouterEvent[] | null = null;
   let listeners: DumpListener[] | null = null;
   const extra: Record<string, JsonValue> = {};
-  if (s.openObject(key, -1)) {
+  if (s.openObject(label, -1)) {
     do {
       const k = s.readKeyOf(K_BLOCK_SIZE, K_EVENTS, K_LISTENERS);
-      if (k === 0) blockSize = s.readUint(`${key}.block_size`, -1, 0xffff_ffff);
+      if (k === 0) blockSize = s.readUint(`${label}.block_size`, -1, 0xffff_ffff);
       else if (k === 1) {
         events = [];
-        if (s.openArray(`${key}.events`, -1)) {
+        if (s.openArray(`${label}.events`, -1)) {
           do events.push(readRouterEvent(s));
           while (s.nextElement());
         }
