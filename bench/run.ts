@@ -39,6 +39,7 @@ const SUITES: Array<[string, () => Promise<Suite>]> = [
   ['serve-overhead', async () => (await import('./serve-overhead.bench.js')).run],
   ['ttft', async () => (await import('./ttft.bench.js')).run],
   ['gateway', async () => (await import('./gateway.bench.js')).run],
+  ['peers', async () => (await import('./peers.bench.js')).run],
 ];
 
 /** The suites of `--quick`: each on a subset; the threaded and NATS suites need `--only`. */

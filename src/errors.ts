@@ -80,6 +80,11 @@ export const ErrorCode = {
   HttpHeadersTooLarge: 'KVX_HTTP_HEADERS_TOO_LARGE',
   /** The server cannot serve the request now; it may be retried (503). */
   HttpUnavailable: 'KVX_HTTP_UNAVAILABLE',
+  /**
+   * The replica is still recovering its index from a peer (`kvindex serve --http --peers`):
+   * lookups and dumps answer 503 with this code until it is whole, never partial scores.
+   */
+  Recovering: 'KVX_RECOVERING',
   /** A failure of the server itself (500); the log line carries the detail. */
   Internal: 'KVX_INTERNAL',
 } as const;

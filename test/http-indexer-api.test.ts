@@ -167,12 +167,18 @@ describe.skipIf(!(await zmqAvailable()))('standalone indexer HTTP API', () => {
     expect(r.text).toBe(`{"scores":{"${W1}":{"0":4}},"frequencies":[],"tree_sizes":{"${W1}":{"0":1}},"lower_tier_scores":{"host_pinned":{"${W1}":{"0":8}}}}`);
   });
 
-  it('409 on a block size conflict and on a repeated registration; 404 for an unknown model', async () => {
-    const { url } = await server();
+  it('409 on a block size conflict and on a registration of the same rank with another endpoint; the same one again is 201; 404 for an unknown model', async () => {
+    const { url, registry } = await server();
     const ep = await closedEndpoint();
+    const other = await closedEndpoint();
     expect((await call(url, '/register', `{"instance_id":1,"endpoint":"${ep}","model_name":"m","block_size":16}`)).status).toBe(201);
     expect((await call(url, '/register', `{"instance_id":2,"endpoint":"${ep}","model_name":"m","block_size":32}`)).status).toBe(409);
-    expect((await call(url, '/register', `{"instance_id":1,"endpoint":"${ep}","model_name":"m","block_size":16}`)).status).toBe(409);
+    // Idempotent (an engine's retry, a registration forwarded by a peer replica): one listener.
+    expect((await call(url, '/register', `{"instance_id":1,"endpoint":"${ep}","model_name":"m","block_size":16}`)).status).toBe(201);
+    expect(registry.listeners()).toHaveLength(1);
+    expect((await call(url, '/register', `{"instance_id":1,"endpoint":"${other}","model_name":"m","block_size":16}`)).status).toBe(409);
+    expect((await call(url, '/register', `{"instance_id":1,"endpoint":"${ep}","replay_endpoint":"${other}","model_name":"m","block_size":16}`)).status).toBe(409);
+    expect(registry.listeners()[0]!.endpoint).toBe(ep);
     expect((await call(url, '/register', `{"instance_id":2,"endpoint":"${ep}","model_name":"m","block_size":32,"tenant_id":"t2"}`)).status).toBe(201);
     expect((await call(url, '/query', '{"token_ids":[1,2],"model_name":"nope"}')).status).toBe(404);
     expect((await call(url, '/health')).status).toBe(200);

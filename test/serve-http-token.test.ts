@@ -11,6 +11,7 @@ import { MAIN, ServeProcess } from './support/serve-process.js';
 const ROUTES: Array<[string, string]> = [
   ['POST', '/register'], ['POST', '/unregister'], ['GET', '/workers'], ['POST', '/query'], ['POST', '/query_by_hash'],
   ['GET', '/dump'], ['GET', '/health'], ['POST', '/route'], ['POST', '/mark_prefill'], ['POST', '/free'],
+  ['POST', '/register_peer'], ['POST', '/deregister_peer'], ['GET', '/peers'],
 ];
 
 describe('kvindex serve --http --token', () => {
@@ -32,7 +33,7 @@ describe('kvindex serve --http --token', () => {
       proc.signal('SIGTERM');
       await proc.exited;
     }
-    expect(guarded.sort()).toEqual(['/free', '/mark_prefill', '/register', '/route', '/unregister']);
+    expect(guarded.sort()).toEqual(['/deregister_peer', '/free', '/mark_prefill', '/register', '/register_peer', '/route', '/unregister']);
     expect(named).toEqual(guarded);
     expect(proc.dump()).not.toContain('secret-token');
   });

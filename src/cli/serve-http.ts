@@ -18,6 +18,9 @@ import { MAX_TIMER_MS } from '../protocol/time-limits.js';
 import { ZmqServeMetrics } from '../serve/zmq-metrics.js';
 import { Shutdown } from './shutdown.js';
 import { warnIfZmqMissing } from './zmq-missing.js';
+import { checkPeerUrl, PeerList } from '../http/peer-list.js';
+import { PeerRecovery } from '../http/peer-recovery.js';
+import { RegistrationForwarder } from '../http/peer-forward.js';
 
 export const HTTP_USAGE = `usage: kvindex serve --http <[host:]port> [options]
   standalone indexer: engine KV events over ZMQ (vLLM, SGLang), lookups over HTTP
@@ -26,6 +29,11 @@ export const HTTP_USAGE = `usage: kvindex serve --http <[host:]port> [options]
   --http <[host:]port>       listen address (host default 127.0.0.1: loopback only)
   --token <t>                bearer token required by ${TOKEN_ROUTES.join(' ')}
                              (default: $KVINDEX_TOKEN; none: unguarded)
+  --peers <url,...>          other replicas (http(s) URLs, comma-separated): at start, take the
+                             first reachable one's /dump (index, registrations, engine seqs)
+                             before /ready; /register and /unregister are forwarded to them
+                             (with this --token); served by GET /peers, changed by POST
+                             /register_peer and /deregister_peer
   --topic <prefix>           ZMQ topic filter of every listener (default: '', all topics)
   --replay-timeout <ms>      wait per replay message before a gap counts as unreplayable (default: 2000)
   --readmit-after <s|never>  seconds after an unreplayable gap before the worker counts in scores
@@ -51,6 +59,7 @@ interface HttpArgs {
   readyStrict: boolean;
   logLevel: string;
   metrics: { host: string; port: number } | null;
+  peers: string[];
 }
 
 function parse(args: string[]): HttpArgs | 'help' {
@@ -67,6 +76,7 @@ function parse(args: string[]): HttpArgs | 'help' {
       'ready-strict': { type: 'boolean' },
       'log-level': { type: 'string' },
       metrics: { type: 'string' },
+      peers: { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -95,6 +105,15 @@ function parse(args: string[]): HttpArgs | 'help' {
       throw new UsageError(`--metrics: ${(err as Error).message}`);
     }
   }
+  const peers: string[] = [];
+  for (const url of (values.peers ?? '').split(',')) {
+    if (url.trim() === '') continue;
+    try {
+      peers.push(checkPeerUrl(url.trim(), '--peers'));
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
+  }
   const token = values.token ?? process.env.KVINDEX_TOKEN ?? '';
   return {
     host: (m[1] ?? '127.0.0.1').replace(/^\[|\]$/g, ''),
@@ -106,6 +125,7 @@ function parse(args: string[]): HttpArgs | 'help' {
     readyStrict: values['ready-strict'] === true,
     logLevel: level,
     metrics,
+    peers,
   };
 }
 
@@ -125,12 +145,21 @@ export async function main(args: string[]): Promise<number> {
   const shutdown = new Shutdown(logger);
   await warnIfZmqMissing(logger);
   const registry = new EngineRegistry({ logger, topic: a.topic, replayTimeoutMs: a.replayTimeoutMs, readmitAfterMs: a.readmitAfterMs });
-  const readiness = (): EngineReadiness => engineReadiness(registry, a.readyStrict);
+  const peers = new PeerList(a.peers);
+  const recovery = new PeerRecovery({ registry, peers, logger });
+  const forwarder = new RegistrationForwarder({ peers, token: a.token, logger });
+  // Until the recovery from a peer has ended, not ready, whatever the engines' states.
+  const readiness = (): EngineReadiness =>
+    recovery.ready ? engineReadiness(registry, a.readyStrict) : { ready: false, reason: recovery.reason, lag: 0, not_active: [] };
   const app = quietFastify(logger);
   const metrics = a.metrics === null ? null : new ZmqServeMetrics(registry);
   await registerIndexerRoutes(app, registry, {
     token: a.token,
     readiness,
+    peers,
+    gate: () => recovery.gate(),
+    forward: (path, body) => forwarder.forward(path, body),
+    onPeerChange: (change, url) => logger.info({ peer: url, peers: peers.size }, `peer ${change}`),
     ...(metrics === null ? {} : {
       onQuery: (route: string, ms: number) => metrics.observeQuery(route, ms),
       onError: (route: string, status: number) => metrics.observeError(route, status),
@@ -157,11 +186,14 @@ export async function main(args: string[]): Promise<number> {
     await registry.close();
     return shutdown.finished(1);
   }
-  logger.info({ address, auth: a.token !== null, topic: a.topic }, 'kvindex serve ready');
+  logger.info({ address, auth: a.token !== null, topic: a.topic, peers: peers.list() }, 'kvindex serve ready');
   shutdown.serving();
+  recovery.start();
   const signal = await shutdown.signalled();
   logger.info({ signal }, 'shutting down');
+  await shutdown.step('stop the recovery from peers', () => recovery.stop());
   await shutdown.step('close the HTTP listener', () => app.close());
+  await shutdown.step('finish forwarding registrations to peers', () => forwarder.settled());
   await shutdown.step('close the metrics listener', async () => ops?.close());
   const listeners = registry.listeners().length;
   await shutdown.step('close the engine listeners', () => registry.close());

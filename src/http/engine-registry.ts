@@ -11,7 +11,8 @@ import type { Logger } from 'pino';
 import { KvRouter, type KvRouterOptions } from '../router/kv-router.js';
 import type { WorkerCandidate } from '../router/select-worker.js';
 import { EngineIndex } from '../zmq/engine-index.js';
-import { ZmqKvSource } from '../zmq/source.js';
+import { ZmqKvSource, type SourcePosition } from '../zmq/source.js';
+import type { RouterEvent } from '../protocol/types.js';
 import { checkEndpoint } from '../zmq/endpoint.js';
 import { ZmqError, ZmqErrorCode } from '../zmq/errors.js';
 import { HttpRequestError, modelTenant, type RegisterRequest, type UnregisterRequest } from './requests.js';
@@ -30,7 +31,27 @@ export interface ListenerEntry {
   readonly tenantId: string;
   readonly dpRank: number;
   readonly endpoint: string;
+  readonly replayEndpoint: string | null;
   readonly source: ZmqKvSource;
+  /** How this listener's blocks came from a peer at start-up, or null (registered here). */
+  readonly recovery: ListenerRecovery | null;
+}
+
+/**
+ * A listener recovered from a peer's dump: the peer's URL, and whether the dump said which
+ * engine seq it reflected (exact: the gap since is replayed) or not (a Dynamo peer's dump:
+ * what the engine published between the dump and the subscription is lost).
+ */
+export interface ListenerRecovery {
+  readonly from: string;
+  readonly exact: boolean;
+}
+
+/** How `register` starts a listener recovered from a peer (peer-recovery.ts). */
+export interface RegisterFrom {
+  /** The position in the peer's dump (null: unknown, a fresh cursor). */
+  readonly resumeAfter: SourcePosition | null;
+  readonly recovery: ListenerRecovery;
 }
 
 export interface EngineRegistryOptions {
@@ -106,10 +127,12 @@ export class EngineRegistry {
 
   /**
    * Starts a listener. Throws `HttpRequestError`: 409 when the (model, tenant) has another
-   * block size or the (instance, rank) is already registered there (or being registered), 400
-   * for a bad endpoint. Waits for an unregister of the same (instance, rank) under way.
+   * block size or the (instance, rank) is already registered there with another endpoint or
+   * replay endpoint (or being registered), 400 for a bad endpoint. The same registration again
+   * is a success that changes nothing. Waits for an unregister of the same (instance, rank)
+   * under way.
    */
-  async register(r: RegisterRequest): Promise<void> {
+  async register(r: RegisterRequest, from: RegisterFrom | null = null): Promise<void> {
     checkOrBadRequest(() => checkEndpoint(r.endpoint, 'endpoint'));
     if (r.replayEndpoint !== null) checkOrBadRequest(() => checkEndpoint(r.replayEndpoint, 'replay_endpoint'));
     const lk = key(r.instanceId, r.modelName, r.tenantId, r.dpRank);
@@ -122,7 +145,11 @@ export class EngineRegistry {
     if (entry !== undefined && entry.index.blockSize !== r.blockSize) {
       throw new HttpRequestError(`block_size ${r.blockSize} conflicts with ${entry.index.blockSize} of ${modelTenant(r.modelName, r.tenantId)}`, 409);
     }
-    if (this.#listeners.has(lk) || this.#registering.has(lk)) {
+    // The same registration again (an engine that retries, or one forwarded by a peer replica
+    // that this replica already has): a success that changes nothing, not a 409.
+    const existing = this.#listeners.get(lk);
+    if (existing !== undefined && existing.endpoint === r.endpoint && existing.replayEndpoint === r.replayEndpoint) return;
+    if (existing !== undefined || this.#registering.has(lk)) {
       throw new HttpRequestError(`instance ${r.instanceId} dp_rank ${r.dpRank} is already registered for this model and tenant`, 409);
     }
     const created = entry === undefined;
@@ -134,7 +161,7 @@ export class EngineRegistry {
     this.#starting.set(ik, (this.#starting.get(ik) ?? 0) + 1);
     this.#registering.add(lk);
     try {
-      source = await this.#start(r, entry);
+      source = await this.#start(r, entry, from?.resumeAfter ?? null);
     } catch (err) {
       // A registration that failed leaves nothing behind: an index made for it would otherwise
       // fix the (model, tenant)'s block size with no engine feeding it. Unless another
@@ -150,7 +177,31 @@ export class EngineRegistry {
       if (n === 0) this.#starting.delete(ik);
       else this.#starting.set(ik, n);
     }
-    this.#listeners.set(lk, { instanceId: r.instanceId, modelName: r.modelName, tenantId: r.tenantId, dpRank: r.dpRank, endpoint: r.endpoint, source });
+    this.#listeners.set(lk, { instanceId: r.instanceId, modelName: r.modelName, tenantId: r.tenantId, dpRank: r.dpRank, endpoint: r.endpoint, replayEndpoint: r.replayEndpoint, source, recovery: from?.recovery ?? null });
+  }
+
+  /**
+   * Applies a peer's dump of (model, tenant) to its index, made with `blockSize` when absent.
+   * Throws `HttpRequestError` 409 when the index exists with another block size. Synchronous:
+   * no lookup sees part of it.
+   */
+  restoreIndex(modelName: string, tenantId: string, blockSize: number, events: readonly RouterEvent[]): void {
+    const ik = key(modelName, tenantId);
+    let entry = this.#indexes.get(ik);
+    if (entry !== undefined && entry.index.blockSize !== blockSize) {
+      throw new HttpRequestError(`block_size ${blockSize} conflicts with ${entry.index.blockSize} of ${modelTenant(modelName, tenantId)}`, 409);
+    }
+    if (entry === undefined) {
+      entry = { modelName, tenantId, index: new EngineIndex({ blockSize }), router: null };
+      this.#indexes.set(ik, entry);
+    }
+    for (const ev of events) entry.index.applyEvent(ev);
+  }
+
+  /** Whether (instance, model, tenant, rank) has a listener (or one starting). */
+  registered(instanceId: bigint, modelName: string, tenantId: string, dpRank: number): boolean {
+    const lk = key(instanceId, modelName, tenantId, dpRank);
+    return this.#listeners.has(lk) || this.#registering.has(lk);
   }
 
   /** Whether another listener of `l`'s (instance, model, tenant) is registered with `rank`. */
@@ -167,8 +218,9 @@ export class EngineRegistry {
     return false;
   }
 
-  #start(r: RegisterRequest, entry: IndexEntry): Promise<ZmqKvSource> {
+  #start(r: RegisterRequest, entry: IndexEntry, resumeAfter: SourcePosition | null): Promise<ZmqKvSource> {
     return ZmqKvSource.start({
+      resumeAfter,
       index: entry.index,
       workerId: r.instanceId,
       endpoint: r.endpoint,

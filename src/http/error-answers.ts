@@ -31,8 +31,9 @@ export const MESSAGE_MAX_CHARS = 1024;
  * Codes of a capability this server lacks rather than a failure: without the optional zeromq
  * (or msgpack) no engine can be listened to, so `/register` is unavailable (503), not broken
  * (it answered 500), and the server says so once at start-up instead of a line per request.
+ * Likewise a replica recovering from a peer (peer-recovery.ts logs its progress, not each 503).
  */
-const UNAVAILABLE_CODES: ReadonlySet<string> = new Set(['KVX_ZMQ_DEPENDENCY_MISSING']);
+const UNAVAILABLE_CODES: ReadonlySet<string> = new Set(['KVX_ZMQ_DEPENDENCY_MISSING', 'KVX_RECOVERING']);
 
 /** The code of an error answered with `status` when the error names none. */
 export function codeForStatus(status: number): ErrorCode {

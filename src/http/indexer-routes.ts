@@ -10,7 +10,8 @@
  * (engine-readiness.ts: 503 or 200 naming the ranks that are not active); and kvindex's
  * routing decisions (not Dynamo's: its routers decide in-process): POST /route, /mark_prefill,
  * /free, guarded by the token too since they change what later decisions see
- * (`TOKEN_ROUTES`, which the CLI's help prints). docs/http-api.md has the bodies with examples.
+ * (`TOKEN_ROUTES`, which the CLI's help prints); with `peers`, Dynamo's POST /register_peer,
+ * /deregister_peer (guarded) and GET /peers (peer-routes.ts). docs/http-api.md has the bodies with examples.
  */
 
 import { timingSafeEqual } from 'node:crypto';
@@ -25,9 +26,12 @@ import { QueryBodyReader } from './query-body.js';
 import { HttpRequestError, modelTenant, type RegisterRequest, type UnregisterRequest, readQuery, readQueryByHash, readRegister, readRequestRef, readRoute, readUnregister } from './requests.js';
 import { dumpJson, scoresJson, workersJson } from './responses.js';
 import { answerErrors, answerNoRoute, JSON_TYPE, sendError } from './error-answers.js';
+import type { PeerList } from './peer-list.js';
+import { registerPeerRoutes } from './peer-routes.js';
+import { FORWARDED_HEADER } from './peer-forward.js';
 
 /** The routes the bearer token guards, when one is set: every route that changes state. */
-export const TOKEN_ROUTES: readonly string[] = ['/register', '/unregister', '/route', '/mark_prefill', '/free'];
+export const TOKEN_ROUTES: readonly string[] = ['/register', '/unregister', '/route', '/mark_prefill', '/free', '/register_peer', '/deregister_peer'];
 
 export interface IndexerRoutesOptions {
   /** When set, the `TOKEN_ROUTES` need `Authorization: Bearer <token>`. */
@@ -53,6 +57,21 @@ export interface IndexerRoutesOptions {
   register?: (r: RegisterRequest, body: unknown) => Promise<void>;
   /** Replaces `registry.unregister` for POST /unregister. */
   unregister?: (r: UnregisterRequest) => Promise<number>;
+  /** The replica's peers: serves Dynamo's /register_peer, /deregister_peer and /peers (peer-routes.ts). */
+  peers?: PeerList | null;
+  /**
+   * Asked before each lookup, route and dump: an error to answer instead (503 `KVX_RECOVERING`
+   * while the replica recovers from a peer), or null. Default: always open.
+   */
+  gate?: () => HttpRequestError | null;
+  /**
+   * Told each /register and /unregister this replica answered with a success, with the body's
+   * bytes, unless the request came forwarded from a peer (`FORWARDED_HEADER`): peer-forward.ts
+   * sends it on to the peers.
+   */
+  forward?: (path: '/register' | '/unregister', body: Buffer) => void;
+  /** Told each peer added or removed over HTTP (a log line). */
+  onPeerChange?: (change: 'added' | 'removed', url: string) => void;
 }
 
 /**
@@ -96,23 +115,38 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
     const small = { bodyLimit: Math.min(SMALL_BODY_LIMIT, bodyLimit) };
     const register = options.register ?? ((r: RegisterRequest) => registry.register(r));
     const unregister = options.unregister ?? ((r: UnregisterRequest) => registry.unregister(r));
+    const forward = options.forward ?? null;
+    const forwardOnce = (req: FastifyRequest, path: '/register' | '/unregister'): void => {
+      if (forward !== null && req.headers[FORWARDED_HEADER] === undefined) forward(path, bytes(req.body));
+    };
     api.post('/register', { ...guard('/register'), ...small }, async (req, reply) => {
       const body = lossless(req.body);
       await register(readRegister(body), body);
+      forwardOnce(req, '/register');
       return ok(reply, 201);
     });
 
     api.post('/unregister', { ...guard('/unregister'), ...small }, async (req, reply) => {
       const n = await unregister(readUnregister(lossless(req.body)));
+      // Forwarded even when nothing matched here: a peer may hold what this replica does not.
+      forwardOnce(req, '/unregister');
       if (n === 0) throw new HttpRequestError('worker not found', 404);
       return ok(reply, 200);
     });
 
     api.get('/workers', guard('/workers'), async (_req, reply) => reply.type(JSON_TYPE).send(workersJson(registry.listeners())));
 
+    const gate = options.gate ?? null;
+    // A preHandler, so a closed gate answers before the body is parsed or anything looked up.
+    const gated = gate === null ? {} : {
+      preHandler: async (): Promise<void> => {
+        const closed = gate();
+        if (closed !== null) throw closed;
+      },
+    };
     const onQuery = options.onQuery ?? null;
     const queryBodies = new QueryBodyReader();
-    api.post('/query', { ...guard('/query'), bodyLimit }, async (req, reply) => {
+    api.post('/query', { ...guard('/query'), ...gated, bodyLimit }, async (req, reply) => {
       const t0 = onQuery === null ? 0 : performance.now();
       // The usual body shape is read from its bytes (query-body.ts); anything else the general way.
       const q = queryBodies.read(bytes(req.body)) ?? readQuery(plain(req.body));
@@ -123,7 +157,7 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
       return reply.type(JSON_TYPE).send(body);
     });
 
-    api.post('/query_by_hash', { ...guard('/query_by_hash'), bodyLimit }, async (req, reply) => {
+    api.post('/query_by_hash', { ...guard('/query_by_hash'), ...gated, bodyLimit }, async (req, reply) => {
       const t0 = onQuery === null ? 0 : performance.now();
       const q = readQueryByHash(lossless(req.body));
       const entry = registry.index(q.modelName, q.tenantId);
@@ -133,7 +167,7 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
       return reply.type(JSON_TYPE).send(body);
     });
 
-    api.post('/route', { ...guard('/route'), bodyLimit }, async (req, reply) => {
+    api.post('/route', { ...guard('/route'), ...gated, bodyLimit }, async (req, reply) => {
       const r = readRoute(plain(req.body));
       const router = registry.router(r.modelName, r.tenantId);
       if (router === undefined) throw new HttpRequestError(`no index for ${modelTenant(r.modelName, r.tenantId)}`, 404);
@@ -164,7 +198,9 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
       });
     }
 
-    api.get('/dump', guard('/dump'), async (_req, reply) => reply.type(JSON_TYPE).send(dumpJson(registry.indexes())));
+    if (options.peers != null) registerPeerRoutes(api, options.peers, (path) => ({ ...guard(path), ...small }), options.onPeerChange);
+
+    api.get('/dump', { ...guard('/dump'), ...gated }, async (_req, reply) => reply.type(JSON_TYPE).send(dumpJson(registry.indexes(), registry.listeners())));
 
     api.get('/health', guard('/health'), async (_req, reply) => reply.type(JSON_TYPE).send('{"status":"ok"}'));
 

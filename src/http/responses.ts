@@ -63,6 +63,8 @@ function stateFields(h: RankHealth): string {
  * (failed > pending > active > paused). `status` keeps Dynamo's words (connecting and excluded
  * ranks are `pending`); `state` is kvindex's (active, connecting, excluded, failed: the worst of
  * the listener's ranks, src/zmq/source-health.ts) with its reason and since when (ISO 8601).
+ * A listener recovered from a peer at start-up adds to its item `"recovered_from":"<peer url>"`
+ * and `"approximate":bool` (true: the peer's dump said no engine seq for it: peer-recovery.ts).
  * (Items were per instance only: an instance registered for two models or tenants wrote each
  * rank key twice, which a JSON parser reads as one; found by fuzzing.)
  */
@@ -93,16 +95,31 @@ export function workersJson(listeners: ListenerEntry[]): string {
       })
       .join(',');
     const state = worstRank(healths).state;
-    return `{"instance_id":${id},"model_name":${JSON.stringify(first.modelName)},"tenant_id":${JSON.stringify(first.tenantId)},"source":"zmq","status":"${status}","state":"${state}","endpoints":{${endpoints}},"listeners":{${listenersText}}}`;
+    const rec = ls.find((l) => l.recovery !== null)?.recovery ?? null;
+    const approximate = ls.some((l) => l.recovery !== null && !l.recovery.exact);
+    const recovered = rec === null ? '' : `,"recovered_from":${JSON.stringify(rec.from)},"approximate":${approximate}`;
+    return `{"instance_id":${id},"model_name":${JSON.stringify(first.modelName)},"tenant_id":${JSON.stringify(first.tenantId)},"source":"zmq","status":"${status}","state":"${state}","endpoints":{${endpoints}},"listeners":{${listenersText}}${recovered}}`;
   });
   return `[${items.join(',')}]`;
 }
 
-/** `{"<model>:<tenant>":{"block_size":n,"events":[RouterEvent...]}}`, events in Dynamo's serde JSON. */
-export function dumpJson(indexes: IndexEntry[]): string {
+/**
+ * `{"<model>:<tenant>":{"block_size":n,"events":[RouterEvent...],"model_name":..,"tenant_id":..,
+ * "listeners":[...]}}`, events in Dynamo's serde JSON. `model_name`, `tenant_id` and
+ * `listeners` are kvindex's (Dynamo's clients ignore them): each registered listener of the
+ * (model, tenant) as `{"instance_id":u64,"dp_rank":n,"endpoint":..,"replay_endpoint":..|null,
+ * "seq":u64|null,"ranks":[n...]}`, `seq` the last engine seq the events reflect (null: none
+ * applied yet, or a rank excluded after a gap) and `ranks` the ranks its batches were filed
+ * under. Written in one synchronous turn, so events and seqs agree (docs/http-api.md).
+ */
+export function dumpJson(indexes: IndexEntry[], listeners: ListenerEntry[] = []): string {
   const parts = indexes.map((e) => {
     const events = e.index.dumpEvents().map(formatRouterEvent).join(',');
-    return `${JSON.stringify(`${e.modelName}:${e.tenantId}`)}:{"block_size":${e.index.blockSize},"events":[${events}]}`;
+    const mine = listeners.filter((l) => l.modelName === e.modelName && l.tenantId === e.tenantId).map((l) => {
+      const p = l.source.position();
+      return `{"instance_id":${l.instanceId},"dp_rank":${l.dpRank},"endpoint":${JSON.stringify(l.endpoint)},"replay_endpoint":${JSON.stringify(l.replayEndpoint)},"seq":${p === null ? 'null' : p.seq},"ranks":[${p === null ? '' : p.ranks.join(',')}]}`;
+    });
+    return `${JSON.stringify(`${e.modelName}:${e.tenantId}`)}:{"block_size":${e.index.blockSize},"events":[${events}],"model_name":${JSON.stringify(e.modelName)},"tenant_id":${JSON.stringify(e.tenantId)},"listeners":[${mine.join(',')}]}`;
   });
   return `{${parts.join(',')}}`;
 }

@@ -190,7 +190,11 @@ export function parseRecorderLine(text: string | Uint8Array): RecorderLine {
   }
 }
 
-function readRouterEvent(s: JsonScanner): RouterEvent {
+/**
+ * Reads one `RouterEvent` at `s`'s cursor (for parsers of documents that hold events, such as
+ * an indexer's `/dump`); throws `EventParseError` as `parseRouterEvent`.
+ */
+export function readRouterEvent(s: JsonScanner): RouterEvent {
   let workerId: bigint | null = null;
   let event: KvCacheEvent | null = null;
   if (s.openObject(L_ROOT, -1)) {

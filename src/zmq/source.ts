@@ -36,7 +36,7 @@ import { ZmqError, ZmqErrorCode } from './errors.js';
 import { loadMsgpack, loadZeromq, type ZeromqModule } from './load.js';
 import { requestReplay } from './replay.js';
 import { SeqCursor, SeqVerdict } from './seq-cursor.js';
-import { READMIT_AFTER_MS, SourceHealth, type RankHealth } from './source-health.js';
+import { RankState, READMIT_AFTER_MS, SourceHealth, type RankHealth } from './source-health.js';
 import { emptyStats, type ZmqSourceStats } from './source-stats.js';
 import { decodeBatch, type EngineBatch, type EngineEvent, type MsgpackDecoder } from './wire.js';
 
@@ -77,8 +77,21 @@ export interface ZmqKvSourceOptions {
   /** ms without an engine connected before a WARN says so (default 10,000). */
   connectWarnMs?: number;
   logger?: Logger;
+  /**
+   * Where an index recovered from a peer's dump left this publisher: its last seq applied there
+   * and the ranks it had filed. The cursor starts at `seq`, so the first live message after a
+   * gap triggers a replay of exactly what came after it (and a seq at or below it, an engine
+   * restart, clears the ranks). Default null: a fresh cursor.
+   */
+  resumeAfter?: SourcePosition | null;
   /** Called after each live batch is applied, with its rank, seq and publish time (s). */
   onBatch?: (rank: number, seq: bigint, ts: number) => void;
+}
+
+/** The last seq of a publisher an index reflects, and the ranks its batches were filed under. */
+export interface SourcePosition {
+  readonly seq: bigint;
+  readonly ranks: readonly number[];
 }
 
 /** Lifecycle states, as in Dynamo's `/workers` listener status. */
@@ -132,6 +145,10 @@ export class ZmqKvSource {
     this.#replayTimeoutMs = o.replayTimeoutMs ?? 2_000;
     this.#logger = o.logger ?? null;
     this.#onBatch = o.onBatch ?? NOOP;
+    if (o.resumeAfter != null) {
+      this.#seq.advance(o.resumeAfter.seq);
+      for (const r of o.resumeAfter.ranks) this.#ranks.add(r);
+    }
     const engine = { instanceId: o.workerId, endpoint: o.endpoint };
     this.#drops = new DropLog({ logger: this.#logger, engine, intervalMs: o.dropLogIntervalMs ?? DROP_LOG_INTERVAL_MS });
     this.#health = new SourceHealth({
@@ -191,6 +208,18 @@ export class ZmqKvSource {
   /** The DP ranks this source has filed batches under (a batch's own rank, else its registered one). */
   ranks(): number[] {
     return [...this.#ranks];
+  }
+
+  /**
+   * The last seq applied and the ranks filed, or null when no batch was applied yet or a rank is
+   * excluded (its blocks are known incomplete, so no seq describes what the index holds of it).
+   * Read it in the same synchronous turn as the index (a dump): batches are applied whole
+   * between turns, so the two agree.
+   */
+  position(): SourcePosition | null {
+    if (this.#seq.last < 0n) return null;
+    if (this.#health.report(this.#state, this.ranks()).some((h) => h.state === RankState.Excluded)) return null;
+    return { seq: this.#seq.last, ranks: this.ranks() };
   }
 
   /** A copy of the counters. */
