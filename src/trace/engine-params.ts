@@ -43,6 +43,19 @@ export interface EngineParamSet {
   params: EngineParams;
 }
 
+/** Dynamo mocker's defaults and timing polynomials (the `dynamo-mocker` set). */
+const DYNAMO_MOCKER = Object.freeze({
+  tokenBudget: 8192,
+  maxRunning: 256,
+  prefillA: 4.209989e-7,
+  prefillB: 1.518344e-2,
+  prefillC: 16.50142,
+  decodeA: -25.74,
+  decodeB: 54.01,
+  decodeC: 5.74,
+  decodeMinMs: 1,
+});
+
 /**
  * The named sets. `dynamo-mocker` (the default): the scheduler limits of Dynamo's mocker
  * (`MockEngineArgs`: max_num_seqs 256, max_num_batched_tokens 8,192, 16,384 blocks of 64
@@ -56,32 +69,12 @@ export const ENGINE_PARAM_SETS: readonly EngineParamSet[] = [
   {
     name: 'dynamo-mocker',
     source: 'Dynamo mocker defaults: MockEngineArgs (max_num_seqs 256, max_num_batched_tokens 8192) and PerfModel::Polynomial (dynamo-mocker 1.0.2, src/common/perf_model.rs)',
-    params: {
-      tokenBudget: 8192,
-      maxRunning: 256,
-      prefillA: 4.209989e-7,
-      prefillB: 1.518344e-2,
-      prefillC: 16.50142,
-      decodeA: -25.74,
-      decodeB: 54.01,
-      decodeC: 5.74,
-      decodeMinMs: 1,
-    },
+    params: DYNAMO_MOCKER,
   },
   {
     name: 'small-budget',
     source: 'dynamo-mocker timing with a 2,048-token step budget (vLLM max_num_batched_tokens of its V0 chunked-prefill default)',
-    params: {
-      tokenBudget: 2048,
-      maxRunning: 256,
-      prefillA: 4.209989e-7,
-      prefillB: 1.518344e-2,
-      prefillC: 16.50142,
-      decodeA: -25.74,
-      decodeB: 54.01,
-      decodeC: 5.74,
-      decodeMinMs: 1,
-    },
+    params: { ...DYNAMO_MOCKER, tokenBudget: 2048 },
   },
 ];
 
