@@ -21,6 +21,7 @@ import { parseListenAddress, startOpsServer, type OpsServer } from '../serve/ops
 import { quietFastify } from '../serve/quiet-fastify.js';
 import { Shutdown } from './shutdown.js';
 import { warnIfZmqMissing } from './zmq-missing.js';
+import { logLevelArg, UsageError } from './usage.js';
 
 export const GATEWAY_USAGE = `usage: kvindex gateway --http <[host:]port> [options]
   OpenAI-compatible proxy: each request goes to the engine holding its prompt's prefix
@@ -50,8 +51,6 @@ export const GATEWAY_USAGE = `usage: kvindex gateway --http <[host:]port> [optio
   --log-level <level>        pino level: debug, info, warn, error (default: info)
   --help                     print this
 `;
-
-class UsageError extends Error {}
 
 function positiveInt(name: string, text: string | undefined, fallback: number, max: number): number {
   const t = text ?? String(fallback);
@@ -107,10 +106,7 @@ function parse(args: string[]): GatewayArgs | 'help' {
       throw new UsageError(`--${name}: expected [host:]port, got '${text ?? ''}'`);
     }
   };
-  const level = values['log-level'] ?? 'info';
-  if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'].includes(level)) {
-    throw new UsageError(`--log-level: expected debug, info, warn or error, got '${level}'`);
-  }
+  const level = logLevelArg(values['log-level']);
   const token = values.token ?? process.env.KVINDEX_TOKEN ?? '';
   const preset = values.routing ?? 'kv';
   if (!isRoutingPresetName(preset)) throw new UsageError(`--routing: expected ${ROUTING_PRESET_NAMES.join(' or ')}, got '${preset}'`);

@@ -21,6 +21,7 @@ import { warnIfZmqMissing } from './zmq-missing.js';
 import { checkPeerUrl, PeerList } from '../http/peer-list.js';
 import { PeerRecovery } from '../http/peer-recovery.js';
 import { RegistrationForwarder } from '../http/peer-forward.js';
+import { logLevelArg, UsageError } from './usage.js';
 
 export const HTTP_USAGE = `usage: kvindex serve --http <[host:]port> [options]
   standalone indexer: engine KV events over ZMQ (vLLM, SGLang), lookups over HTTP
@@ -46,8 +47,6 @@ export const HTTP_USAGE = `usage: kvindex serve --http <[host:]port> [options]
   --log-level <level>        pino level: debug, info, warn, error (default: info)
   --help                     print this
 `;
-
-class UsageError extends Error {}
 
 interface HttpArgs {
   host: string;
@@ -93,10 +92,7 @@ function parse(args: string[]): HttpArgs | 'help' {
   if (readmit !== 'never' && (!/^[0-9]+$/.test(readmit) || Number(readmit) * 1000 > MAX_TIMER_MS)) {
     throw new UsageError(`--readmit-after: expected 'never' or whole seconds from 0 to ${Math.floor(MAX_TIMER_MS / 1000)}, got '${readmit}'`);
   }
-  const level = values['log-level'] ?? 'info';
-  if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'].includes(level)) {
-    throw new UsageError(`--log-level: expected debug, info, warn or error, got '${level}'`);
-  }
+  const level = logLevelArg(values['log-level']);
   let metrics: HttpArgs['metrics'] = null;
   if (values.metrics !== undefined) {
     try {

@@ -23,6 +23,7 @@ import { startAdminService } from '../nats/admin.js';
 import { ServeMetrics } from '../serve/metrics.js';
 import { parseListenAddress, startOpsServer, type OpsServer } from '../serve/ops-server.js';
 import { Shutdown } from './shutdown.js';
+import { logLevelArg, UsageError } from './usage.js';
 
 /** Content type of an empty scrape before start-up completes (prom-client's). */
 const PROMETHEUS_TEXT = 'text/plain; version=0.0.4; charset=utf-8';
@@ -116,8 +117,6 @@ interface ServeArgs {
   routeWorkers: bigint[] | null;
 }
 
-class UsageError extends Error {}
-
 function parse(args: string[]): ServeArgs | 'help' {
   const { values, positionals } = parseArgs({
     args,
@@ -168,10 +167,7 @@ function parse(args: string[]): ServeArgs | 'help' {
     }
     return Number(text);
   };
-  const level = values['log-level'] ?? 'info';
-  if (!['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'].includes(level)) {
-    throw new UsageError(`--log-level: expected debug, info, warn or error, got '${level}'`);
-  }
+  const level = logLevelArg(values['log-level']);
   let encoding;
   try {
     encoding = checkEncoding(values.encoding ?? 'bincode', '--encoding');
