@@ -1,5 +1,9 @@
 /**
- * Open-addressing table of the tree's edges: (parent node, tokens hash) -> child node.
+ * Open-addressing table of the tree's edges: (parent node, tokens hash) -> child node, for every
+ * child that is not its parent's first child (the node record's first-child word reaches that
+ * one, and every lookup step compares it before probing: radix-tree.ts `linkChild`). On the
+ * conversation workload 526 of 63,603 nodes are not first children: the table holds 1 % of the
+ * edges it held when it had them all, and a pair costs 8 bytes less (65 -> 57 bytes of arrays).
  *
  * Slots hold only `child + 1` (0 = empty); the key is read back from the child's `parent` and
  * the tokens hash in its node record, so an edge costs 4 bytes per slot instead of 16. Linear

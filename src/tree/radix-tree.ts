@@ -310,10 +310,7 @@ export class RadixTree {
     for (let i = m; i < n; i++) {
       const k = off + 4 * i;
       const child = nodes.allocUnlinked(cur as NodeId, words[k + 2]! | 0, words[k + 3]! | 0, slot, words[k]! | 0, words[k + 1]! | 0);
-      if (i > m) {
-        nodes.link(child);
-        this.edges.insert(child);
-      }
+      if (i > m) this.linkChild(child); // its parent is new: it becomes a first child, no edge
       table.insert(child as number as PairRef);
       this.pairs++;
       path[i] = child;
@@ -349,8 +346,7 @@ export class RadixTree {
           u.add(this.nodes.parent[node]!); // its first child changes; the chain is new
           u.begin();
         }
-        this.nodes.link(node);
-        this.edges.insert(node);
+        this.linkChild(node);
         u?.end();
       }
     }
@@ -654,6 +650,40 @@ export class RadixTree {
     return c === NONE ? NONE : this.edges.find(cur, lo, hi);
   }
 
+  /**
+   * Links a node as its parent's first child. The edge table holds only children that are not
+   * first (edge-table.ts): the previous first child goes into it, before the new one takes its
+   * place, so a reader finds it one way or the other at every moment.
+   */
+  private linkChild(id: NodeId): void {
+    const nodes = this.nodes;
+    const head = nodes.firstChild(nodes.parent[id]!);
+    if (head !== NONE) this.edges.insert(head as NodeId);
+    nodes.link(id);
+  }
+
+  /**
+   * Unlinks a node from its parent. A first child has no edge: its next sibling takes its place
+   * first, then leaves the table; any other child leaves the table, then the list.
+   */
+  private unlinkChild(id: NodeId): void {
+    const nodes = this.nodes;
+    const gone = this.edgeLeaving(nodes.parent[id]!, id);
+    if (gone === id) {
+      this.edges.remove(id);
+      nodes.unlink(id);
+    } else {
+      nodes.unlink(id);
+      if (gone !== NONE) this.edges.remove(gone as NodeId);
+    }
+  }
+
+  /** Which child's edge leaves the table when `id` is unlinked from `up`: itself, its next sibling (it was first), or none. */
+  private edgeLeaving(up: number, id: number): number {
+    const nodes = this.nodes;
+    return nodes.firstChild(up) === id ? nodes.nextSib[id]! : id;
+  }
+
   private addWorker(workerId: bigint): WorkerSlot {
     const slot = (this.freeSlots.pop() ?? this.slotIds.length) as WorkerSlot;
     this.slotIds[slot] = workerId;
@@ -759,7 +789,8 @@ export class RadixTree {
     for (let id = top; ; ) {
       const up = nodes.parent[id]! as NodeId;
       u.add(up);
-      this.edges.listMoves(id, u);
+      const gone = this.edgeLeaving(up, id);
+      if (gone !== NONE) this.edges.listMoves(gone as NodeId, u);
       if (!this.goesWith(up, id)) return;
       id = up;
     }
@@ -821,8 +852,7 @@ export class RadixTree {
     for (let id = top; ; ) {
       const up = nodes.parent[id]! as NodeId;
       const more = this.goesWith(up, id);
-      this.edges.remove(id);
-      nodes.unlink(id);
+      this.unlinkChild(id);
       this.uses.forget(id);
       nodes.freeNodeId(id);
       if (!more) return;
