@@ -52,8 +52,17 @@ export class MemberArrays {
   private pPos: Int32Array = new Int32Array(0);
   private pairCap: number;
   private top = 0;
-  /** Free arrays by log2 of their capacity. */
-  private readonly free: number[][] = [];
+  /**
+   * Free ranges of the pool, [start, end) in members, sorted by start and merged when they
+   * touch (a range's first word was a capacity word); a range that reaches `top` lowers it.
+   * Why ranges and first fit, not a free list per capacity: nodes that thousands of workers
+   * join one after another (a shared prompt) grow their arrays in lockstep, each freeing an
+   * array of the size the others no longer need, and the per-size lists kept every outgrown
+   * generation: the pool held 2.2x its members, 26 of the 88 bytes a pair cost at 4,096
+   * workers storing one 48-block prompt.
+   */
+  private readonly freeStart: number[] = [];
+  private readonly freeEnd: number[] = [];
 
   constructor(private readonly store: ArrayStore, pairCap: number) {
     this.pMOff = store.int32(pairCap, NONE);
@@ -128,9 +137,19 @@ export class MemberArrays {
     for (let p = src.head(node); p !== NONE; p = src.pNext[p]!) this.put(src, off, i++, src.pWorker[p]!, p);
   }
 
-  /** Moves the `keep` members of the list headed by `head` into an array of room for `need`. */
+  /**
+   * Gives the list headed by `head` (`keep` members) an array of room for `need`: grown in place
+   * when the words after it are free (or it ends the pool), else a new array with the members
+   * copied.
+   */
   private relocate(head: number, keep: number, need: number): number {
     const old = this.pMOff[head]!;
+    const oldCap = this.mSlot[old - 1]!;
+    const cap = capacityFor(need);
+    if (this.extend(old + oldCap, cap - oldCap)) {
+      this.mSlot[old - 1] = cap;
+      return old;
+    }
     const off = this.alloc(head, need);
     this.mSlot.copyWithin(off, old, old + keep);
     this.mIds.copyWithin(2 * off, 2 * old, 2 * (old + keep));
@@ -138,27 +157,98 @@ export class MemberArrays {
     return off;
   }
 
+  /** Returns an array's words (its capacity word included) to the free ranges. */
   private giveBack(off: number): void {
-    const cap = this.mSlot[off - 1]!;
-    (this.free[Math.log2(cap)] ??= []).push(off);
+    const start = off - 1;
+    const end = off + this.mSlot[start]!;
+    const fs = this.freeStart;
+    const fe = this.freeEnd;
+    let lo = 0;
+    let hi = fs.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (fs[mid]! < start) lo = mid + 1;
+      else hi = mid;
+    }
+    const before = lo > 0 && fe[lo - 1] === start;
+    const after = lo < fs.length && fs[lo] === end;
+    if (before && after) {
+      fe[lo - 1] = fe[lo]!;
+      fs.splice(lo, 1);
+      fe.splice(lo, 1);
+    } else if (before) {
+      fe[lo - 1] = end;
+    } else if (after) {
+      fs[lo] = start;
+    } else {
+      fs.splice(lo, 0, start);
+      fe.splice(lo, 0, end);
+    }
+    const last = fs.length - 1;
+    if (fe[last] === this.top) {
+      this.top = fs[last]!;
+      fs.pop();
+      fe.pop();
+    }
+  }
+
+  /** Takes the `words` after `at` if they are free or past the pool's end; returns whether it did. */
+  private extend(at: number, words: number): boolean {
+    if (at === this.top) {
+      this.takeTop(words);
+      return true;
+    }
+    const fs = this.freeStart;
+    const i = fs.indexOf(at);
+    if (i < 0) return false;
+    const fe = this.freeEnd;
+    if (fe[i]! - at < words) return false;
+    fs[i] = at + words;
+    if (fs[i] === fe[i]) {
+      fs.splice(i, 1);
+      fe.splice(i, 1);
+    }
+    return true;
+  }
+
+  /** `words` more words at the pool's end; returns where they start. */
+  private takeTop(words: number): number {
+    const start = this.top;
+    this.top += words;
+    if (this.top > this.mSlot.length) {
+      const n = Math.max(this.top, Math.ceil(this.mSlot.length * 1.5));
+      this.mSlot = LOCAL_STORE.growInt32(this.mSlot, n, 0);
+      this.mIds = this.store.growUint32(this.mIds, 2 * n);
+    }
+    return start;
   }
 
   /** An array of capacity >= need (a power of two), recorded at the head pair; returns its offset. */
   private alloc(head: number, need: number): number {
-    const k = Math.max(Math.ceil(Math.log2(need)), Math.log2(MEMBERS_FROM));
-    const cap = 2 ** k;
-    let off = this.free[k]?.pop();
-    if (off === undefined) {
-      off = this.top + 1; // one word before each array holds its capacity
-      this.top += cap + 1;
-      if (this.top > this.mSlot.length) {
-        const n = Math.max(this.top, Math.ceil(this.mSlot.length * 1.5));
-        this.mSlot = LOCAL_STORE.growInt32(this.mSlot, n, 0);
-        this.mIds = this.store.growUint32(this.mIds, 2 * n);
+    const cap = capacityFor(need);
+    const words = cap + 1; // one word before each array holds its capacity
+    const fs = this.freeStart;
+    const fe = this.freeEnd;
+    let start = -1;
+    for (let i = 0; i < fs.length; i++) {
+      if (fe[i]! - fs[i]! < words) continue;
+      start = fs[i]!;
+      fs[i] = start + words;
+      if (fs[i] === fe[i]) {
+        fs.splice(i, 1);
+        fe.splice(i, 1);
       }
-      this.mSlot[off - 1] = cap;
+      break;
     }
+    if (start < 0) start = this.takeTop(words);
+    const off = start + 1;
+    this.mSlot[start] = cap;
     this.pMOff[head] = off;
     return off;
   }
+}
+
+/** The capacity of an array for `need` members: a power of two, at least `MEMBERS_FROM`. */
+function capacityFor(need: number): number {
+  return 2 ** Math.max(Math.ceil(Math.log2(need)), Math.log2(MEMBERS_FROM));
 }
