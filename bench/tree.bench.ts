@@ -14,6 +14,7 @@ import { createSnapshotWriter, type SnapshotWriter } from '../src/protocol/snaps
 import type { RouterEvent } from '../src/protocol/types.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { PerPairSink } from './per-pair-sink.js';
+import { applyLatencies, bytesByStructure } from './tree-bytes.js';
 import { dumpPerPair, MapRadixTree } from './reference/map-radix-tree.js';
 import { table, type SuiteOptions, type SuiteResult } from './suite.js';
 import { loadWorkload, replicatedEvents, usedBytes, workloadPath, type EventSink, type LoadedWorkload } from './workloads.js';
@@ -113,7 +114,39 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     { tree: 'MapRadixTree (reference)', pairs: memRef.size, 'bytes/pair (heap + array buffers)': Math.round(refBytes / memRef.size), 'typed arrays bytes/pair': 0 },
   ];
   rows.push(...memRows.map((r) => ({ suite: 'tree-memory', workload: conv.name, ...r })));
-  sections.push(`**Memory** of the final ${conv.name} tree, measured as the growth of heap plus array buffers after a full GC. Target: <= 64 bytes/pair.\n\n${table(memRows)}`);
+  sections.push(`**Memory** of the final ${conv.name} tree, measured as the growth of heap plus array buffers after a full GC. Target: <= 64 bytes/pair (issue 40: <= 40).\n\n${table(memRows)}`);
+
+  // 3b. Where the bytes go, per structure, on each workload's final tree (docs/layout.md).
+  const split = loaded.map((w) => {
+    const t = w === conv ? memTree : new RadixTree();
+    if (w !== conv) replay(t, w);
+    return { workload: w.name, pairs: t.size, nodes: t.nodeCount, ...bytesByStructure(t) };
+  });
+  const structures = Object.keys(split[0]!).filter((k) => !['workload', 'pairs', 'nodes'].includes(k));
+  const byteRows = structures.map((k) => ({ structure: k, ...Object.fromEntries(split.map((r) => [`${r.workload} bytes/pair`, (r as Record<string, number | string>)[k]!])) }));
+  rows.push(...split.map((r) => ({ suite: 'tree-bytes', ...r })));
+  sections.push(
+    `**Bytes per pair by structure** (typed-array capacities, \`RadixTree.bytes\` split; ` +
+      split.map((r) => `${r.workload}: ${r.pairs.toLocaleString('en-US')} pairs on ${r.nodes.toLocaleString('en-US')} nodes`).join(', ') +
+      `; bench/tree-bytes.ts).\n\n${table(byteRows)}`,
+  );
+
+  // 3c. Single applies in the interleaved replay, beside the memory (issue 40: GC tails).
+  const latRows: SuiteResult['rows'] = [];
+  for (const w of loaded) {
+    const runs = Array.from({ length: opts.quick ? 1 : 3 }, () => applyLatencies(new RadixTree(), w));
+    runs.sort((a, b) => a.p999 - b.p999);
+    const mid = runs[runs.length >> 1]!;
+    latRows.push({
+      workload: w.name, applies: mid.count, rounds: runs.length, 'p50 us': mid.p50, 'p99 us': mid.p99, 'p99.9 us': mid.p999, 'max us': mid.max,
+      'p99.9 us, each round': runs.map((r) => r.p999).join(' / '), 'max us, each round': runs.map((r) => r.max).join(' / '),
+    });
+  }
+  rows.push(...latRows.map((r) => ({ suite: 'tree-apply-latency', ...r })));
+  sections.push(
+    '**Single-apply latency** in an interleaved replay (events and lookups in trace order, from an empty tree, each `applyEvent` ' +
+      'timed alone, in-thread); the round with the median p99.9 of ' + String(latRows[0]?.rounds ?? 0) + '.\n\n' + table(latRows),
+  );
 
   // 4. Dump of about a million pairs, split into what the format gains and what the
   // implementation gains: each tree writes both formats.

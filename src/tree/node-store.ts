@@ -7,8 +7,9 @@
  * hold exactly one worker (conversation workload: 63,603 nodes for 65,536 pairs). So a node
  * with one worker stores that pair inline (worker slot and external hash), and a node with two
  * or more keeps all of them in a list of overflow pairs whose head is encoded in the same `w0`
- * word. A node costs 36 bytes of arrays, a pair about 55
- * bytes with the tables, instead of ~70 with a separate pair record per worker.
+ * word. A node costs 36 bytes of arrays, a pair about 54
+ * bytes with the tables on the conversation tree (docs/layout.md has the split), instead of ~70
+ * with a separate pair record per worker.
  *
  * `w0` (word 3 of a node's record, below): >= 0 the single worker's slot; -1 (NONE) no pairs
  * (root, hollow node, free node); <= -2 the head of the overflow list, `-w0 - 2`.
