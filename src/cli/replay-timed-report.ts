@@ -16,6 +16,7 @@ export function timedJson(s: TimedSummary): Record<string, unknown> {
     completed: s.completed,
     rejected: s.rejected,
     ttftMs: roundP(s.ttftMs),
+    ttftBoundMs: roundP(s.ttftBoundMs),
     tpotMs: roundP(s.tpotMs),
     e2eMs: roundP(s.e2eMs),
     queueMs: roundP(s.queueMs),
