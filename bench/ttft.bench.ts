@@ -88,7 +88,9 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
         const kv = by('kv');
         const dynamo = by('dynamo');
         const gain = 1 - kv.ttftMs.p99 / dynamo.ttftMs.p99;
-        const best = runs.every((r) => r.policy === 'kv' || kv.ttftMs.p99 <= r.ttftMs.p99);
+        // Best of the issue's policies; `kv-time` is a candidate configuration of kv itself,
+        // reported in its own column.
+        const best = runs.every((r) => r.policy === 'kv' || r.policy === 'kv-time' || kv.ttftMs.p99 <= r.ttftMs.p99);
         const thr = kv.throughputRps / dynamo.throughputRps;
         const met = best && gain >= 0.2 && thr >= 1;
         // The bound (timed-bound.ts) is the same for every policy: no policy's p99 is below it.
@@ -121,7 +123,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       + '"bound p99": the p99 of each request\'s TTFT lower bound (best possible cache, engine doing nothing else; src/trace/timed-bound.ts), below which no policy can go; '
       + '"closable": the share of dynamo\'s p99 any policy could remove; "of gap": the share of the dynamo-to-bound gap kv removes; "p90 gain": kv against dynamo at p90.',
     '',
-    '| slice | kv p99 | dynamo p99 | gain | kv-time p99 | bound p99 | closable | of gap | p90 gain | kv best | throughput kv/dynamo | goal |',
+    '| slice | kv p99 | dynamo p99 | gain | kv-time p99 | bound p99 | closable | of gap | p90 gain | kv best (of the 7) | throughput kv/dynamo | goal |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |',
     ...verdicts,
     '',
