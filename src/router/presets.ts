@@ -24,8 +24,9 @@
  * steps the prompt's prefill takes, plus `overlapBonus: 10` ms per cached block. It needs the
  * engines' profile (`DYNAMO_MOCKER_PROFILE` here; the replay passes its engines' own). On the
  * tuning slices its TTFT p99 was within 2 % of `kv` (synthetic 1,370 vs 1,366 ms, conversation
- * 2,170 vs 2,211; bonus 0 / 4.4 / 10 / 30 ms), on six held-out slices -0.3..+4.7 % (mean 1.9 %)
- * better, at up to 1.2 % lower throughput: not adopted (BENCHMARKS.md, "Routing policies in time").
+ * 2,170 vs 2,211; bonus 0 / 4.4 / 10 / 30 ms), on six held-out slices -0.3..+4.7 % (mean 1.1 %)
+ * better, with throughput 0.3-0.6 % below `dynamo`'s on four slices of eight: not adopted
+ * (BENCHMARKS.md, "Routing policies in time").
  */
 import type { SelectorConfig, TimeCost } from './select-worker.js';
 
