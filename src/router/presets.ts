@@ -16,8 +16,8 @@
  *   prefix is cached even when the prefill term says another worker is as fast now; the next
  *   turn finds it there. Synthetic p99 1,455 -> 1,399 ms, cached tokens 9.8 % -> 13.1 % (bonus
  *   30 / 100 / 300: 1,447 / 1,399 / 1,448 ms).
- * Measured against `dynamo` on slices not tuned on, TTFT p99 is 4-12 % better and p50 25-40 %
- * (docs/replay-timed.md).
+ * Measured against `dynamo` on the six slices not tuned on, TTFT p99 is 4-15 % better, p90 11-27 %
+ * and p50 8-63 % (docs/replay-timed.md).
  *
  * `kv-time`, a candidate kept as an option (not the default): the cost in predicted ms to the
  * first token (`timeCost`, select-worker.ts), where the decode load weighs in proportion to the
