@@ -52,6 +52,7 @@ describe('kvindex replay, timed', () => {
     expect(r.stdout).toContain('TTFT p50 / p90 / p99');
     expect(r.stdout).toMatch(/^kv\s+0\.5\s+\d+ ms/m);
     expect(r.stdout.match(/^ {2}\d: /gm)).toHaveLength(4);
+    expect(r.stdout).toMatch(/^TTFT lower bound, any policy \(best cache, idle engine\) at load 0\.5: \d+ ms \/ \d+ ms \/ \d+ ms$/m);
   });
 
   it('--sweep runs each load; --skip takes a later slice', async () => {
