@@ -7,7 +7,8 @@
  * on the synthetic tuning slice. Simulated time: the numbers do not depend on the machine.
  *
  * The goal it judges: at load 0.8, `kv` has the best TTFT p99 of all policies, at least 20 %
- * better than `dynamo`, at no lower throughput, on every slice.
+ * better than `dynamo`, at no lower throughput, on every slice; beside it, the p99 of the
+ * per-request TTFT lower bound (src/trace/timed-bound.ts), which no policy can go below.
  */
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -29,8 +30,14 @@ interface Slice {
 const SLICES: Slice[] = [
   { trace: 'conversation', skip: 0, count: 2000, tuned: true, loads: [0.5, 0.8] },
   { trace: 'synthetic', skip: 0, count: 2000, tuned: true, loads: [0.5, 0.8] },
+  // Held out: every other 2,000-request slice of both traces (fixed before the candidates of
+  // issue 39's second round were measured; the first round held out 4001-6000, 8001-10000 and
+  // synthetic 2001-3993).
+  { trace: 'conversation', skip: 2000, count: 2000, tuned: false, loads: [0.8] },
   { trace: 'conversation', skip: 4000, count: 2000, tuned: false, loads: [0.8] },
+  { trace: 'conversation', skip: 6000, count: 2000, tuned: false, loads: [0.8] },
   { trace: 'conversation', skip: 8000, count: 2000, tuned: false, loads: [0.8] },
+  { trace: 'conversation', skip: 10000, count: 2000, tuned: false, loads: [0.8] },
   { trace: 'synthetic', skip: 2000, count: 2000, tuned: false, loads: [0.8] },
 ];
 const SWEEP = [0.3, 0.5, 0.7, 0.8, 0.9, 1.0];
@@ -71,7 +78,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       for (const r of runs) {
         rows.push({
           trace: s.trace, skip: s.skip, tuned: s.tuned, load, policy: r.policy,
-          ttftP50: r.ttftMs.p50, ttftP90: r.ttftMs.p90, ttftP99: r.ttftMs.p99, tpotP50: r.tpotMs.p50,
+          ttftP50: r.ttftMs.p50, ttftP90: r.ttftMs.p90, ttftP99: r.ttftMs.p99, ttftBoundP99: r.ttftBoundMs.p99, tpotP50: r.tpotMs.p50,
           e2eP50: r.e2eMs.p50, e2eP99: r.e2eMs.p99, queueP99: r.queueMs.p99,
           throughputRps: r.throughputRps, throughputTokS: r.throughputTokS, cachedTokenFraction: r.cachedTokenFraction,
         });
@@ -81,10 +88,16 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
         const kv = by('kv');
         const dynamo = by('dynamo');
         const gain = 1 - kv.ttftMs.p99 / dynamo.ttftMs.p99;
-        const best = runs.every((r) => r.policy === 'kv' || kv.ttftMs.p99 <= r.ttftMs.p99);
+        // Best of the issue's policies; `kv-time` is a candidate configuration of kv itself,
+        // reported in its own column.
+        const best = runs.every((r) => r.policy === 'kv' || r.policy === 'kv-time' || kv.ttftMs.p99 <= r.ttftMs.p99);
         const thr = kv.throughputRps / dynamo.throughputRps;
         const met = best && gain >= 0.2 && thr >= 1;
-        verdicts.push(`| ${name} | ${ms(kv.ttftMs.p99)} | ${ms(dynamo.ttftMs.p99)} | ${(100 * gain).toFixed(1)} % | ${best ? 'yes' : 'no'} | ${thr.toFixed(4)}x | ${met ? 'met' : 'NOT met'} |`);
+        // The bound (timed-bound.ts) is the same for every policy: no policy's p99 is below it.
+        const bound = kv.ttftBoundMs.p99;
+        const pct = (x: number): string => `${(100 * x).toFixed(1)} %`;
+        verdicts.push(`| ${name} | ${ms(kv.ttftMs.p99)} | ${ms(dynamo.ttftMs.p99)} | ${pct(gain)} | ${ms(by('kv-time').ttftMs.p99)} | ${ms(bound)} | ${pct(1 - bound / dynamo.ttftMs.p99)} | `
+          + `${pct((dynamo.ttftMs.p99 - kv.ttftMs.p99) / (dynamo.ttftMs.p99 - bound))} | ${pct(1 - kv.ttftMs.p90 / dynamo.ttftMs.p90)} | ${best ? 'yes' : 'no'} | ${thr.toFixed(4)}x | ${met ? 'met' : 'NOT met'} |`);
       }
     }
   }
@@ -104,12 +117,14 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     'Timed replay (`kvindex replay --policy all --load X`, docs/replay-timed.md): 4 engines with the `dynamo-mocker` parameter set '
       + '(Dynamo mocker\'s scheduler limits and timing polynomials), 16,384 blocks of 64 tokens each, KV events 20 ms late. '
       + 'Times are simulated ms (machine-independent). `kv` is kvindex\'s default configuration (prefillLoadScale 30, overlapBonus 100, prefillTokensPerMs = the engines\' profiled prefill speed, 48.5), '
-      + '`dynamo` KvRouter with Dynamo\'s defaults.',
+      + '`dynamo` KvRouter with Dynamo\'s defaults, `kv-time` the candidate cost in predicted ms (timeCost with the engines\' profile, overlapBonus 10 ms).',
     '',
-    '**Goal** (load 0.8): kv has the best TTFT p99 of all policies, >= 20 % better than dynamo, at no lower throughput.',
+    '**Goal** (load 0.8): kv has the best TTFT p99 of all policies, >= 20 % better than dynamo, at no lower throughput. '
+      + '"bound p99": the p99 of each request\'s TTFT lower bound (best possible cache, engine doing nothing else; src/trace/timed-bound.ts), below which no policy can go; '
+      + '"closable": the share of dynamo\'s p99 any policy could remove; "of gap": the share of the dynamo-to-bound gap kv removes; "p90 gain": kv against dynamo at p90.',
     '',
-    '| slice | kv p99 | dynamo p99 | gain | kv best | throughput kv/dynamo | goal |',
-    '| --- | ---: | ---: | ---: | --- | ---: | --- |',
+    '| slice | kv p99 | dynamo p99 | gain | kv-time p99 | bound p99 | closable | of gap | p90 gain | kv best (of the 7) | throughput kv/dynamo | goal |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |',
     ...verdicts,
     '',
     ...sections.flatMap((s) => [s, '']),

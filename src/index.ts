@@ -25,7 +25,7 @@ export { ActiveSequences } from './router/active-sequences.js';
 export { ApproxIndex } from './router/approx-index.js';
 export { formatActiveSequenceEvent, parseActiveSequenceEvent } from './router/sequence-event.js';
 export { seededRandom } from './router/random.js';
-export { ROUTING_PRESETS, ROUTING_PRESET_NAMES, isRoutingPresetName } from './router/presets.js';
+export { DYNAMO_MOCKER_PROFILE, ROUTING_PRESETS, ROUTING_PRESET_NAMES, isRoutingPresetName } from './router/presets.js';
 
 // Types
 export type {
@@ -57,6 +57,7 @@ export type {
   SelectorConfig,
   SelectionRequest,
   Selection,
+  TimeCost,
 } from './router/select-worker.js';
 export type {
   ActiveSequencesOptions,

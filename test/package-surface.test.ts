@@ -21,7 +21,7 @@ const EXPECTED: Record<string, string[]> = {
     'SnapshotDecodeError', 'U64_MAX', 'XXH3_SEED', 'computeBlockHashes', 'computeSequenceHashes',
     'createMatchResult', 'createSnapshotWriter', 'decodeSnapshot', 'encodeSnapshot', 'formatRouterEvent',
     'iterateSnapshot', 'mergeSnapshots', 'parseJsonLossless', 'parseRecorderLine', 'parseRouterEvent',
-    'KvRouter', 'ROUTING_PRESETS', 'ROUTING_PRESET_NAMES', 'isRoutingPresetName', 'selectWorker', 'ActiveSequences', 'ApproxIndex', 'formatActiveSequenceEvent',
+    'KvRouter', 'DYNAMO_MOCKER_PROFILE', 'ROUTING_PRESETS', 'ROUTING_PRESET_NAMES', 'isRoutingPresetName', 'selectWorker', 'ActiveSequences', 'ApproxIndex', 'formatActiveSequenceEvent',
     'parseActiveSequenceEvent', 'seededRandom', 'storedBlocks',
   ],
   'kvindex/nats': [

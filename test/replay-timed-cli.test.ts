@@ -30,7 +30,7 @@ describe('kvindex replay, timed', () => {
     expect(r.code).toBe(0);
     const out = JSON.parse(r.stdout) as { runs: Run[]; engine: string };
     expect(out.engine).toBe('dynamo-mocker');
-    expect(out.runs.map((x) => x.policy)).toEqual(['kv', 'dynamo', 'round-robin', 'random', 'least-loaded', 'sglang', 'llm-d']);
+    expect(out.runs.map((x) => x.policy)).toEqual(['kv', 'dynamo', 'kv-time', 'round-robin', 'random', 'least-loaded', 'sglang', 'llm-d']);
     for (const run of out.runs) {
       expect(run.load).toBe(0.8);
       expect(run.completed).toBe(120);
@@ -52,6 +52,7 @@ describe('kvindex replay, timed', () => {
     expect(r.stdout).toContain('TTFT p50 / p90 / p99');
     expect(r.stdout).toMatch(/^kv\s+0\.5\s+\d+ ms/m);
     expect(r.stdout.match(/^ {2}\d: /gm)).toHaveLength(4);
+    expect(r.stdout).toMatch(/^TTFT lower bound, any policy \(best cache, idle engine\) at load 0\.5: \d+ ms \/ \d+ ms \/ \d+ ms$/m);
   });
 
   it('--sweep runs each load; --skip takes a later slice', async () => {
@@ -124,10 +125,10 @@ describe('kvindex replay, timed, --report', () => {
       expect(r.code).toBe(0);
       const html = readFileSync(out, 'utf8');
       expect(html).toContain('TTFT p99 against achieved throughput');
-      expect(html.match(/<svg/g)!.length).toBe(2 + 7); // percentiles, sweep, one load chart per policy
+      expect(html.match(/<svg/g)!.length).toBe(2 + 8); // percentiles, sweep, one load chart per policy
       expect(html).not.toMatch(/<script|https?:\/\/(?!www\.w3\.org)/);
       const json = JSON.parse(html.slice(html.indexOf('<pre class="json">') + 18, html.indexOf('</pre>', html.indexOf('<pre class="json">'))).replace(/&quot;/g, '"')) as Array<{ policy: string }>;
-      expect(json).toHaveLength(14);
+      expect(json).toHaveLength(16);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -37,6 +37,6 @@ describe('routing presets', () => {
   it.skipIf(!existsSync(MAIN))('kvindex gateway --routing refuses an unknown name with exit 2', () => {
     const r = spawnSync(process.execPath, [MAIN, 'gateway', '--http', '0', '--routing', 'fastest'], { encoding: 'utf8' });
     expect(r.status).toBe(2);
-    expect(r.stderr).toContain("--routing: expected kv or dynamo, got 'fastest'");
+    expect(r.stderr).toContain("--routing: expected kv or dynamo or kv-time, got 'fastest'");
   });
 });

@@ -16,6 +16,7 @@ export function timedJson(s: TimedSummary): Record<string, unknown> {
     completed: s.completed,
     rejected: s.rejected,
     ttftMs: roundP(s.ttftMs),
+    ttftBoundMs: roundP(s.ttftBoundMs),
     tpotMs: roundP(s.tpotMs),
     e2eMs: roundP(s.e2eMs),
     queueMs: roundP(s.queueMs),
@@ -50,6 +51,13 @@ export function timedTable(runs: readonly TimedSummary[], header: string): strin
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
   let out = `${header}\n`;
   for (const r of rows) out += r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('  ') + '\n';
+  // The bound depends on the requests and their arrival times only: one line per load.
+  const seen = new Set<number | null>();
+  for (const s of runs) {
+    if (seen.has(s.load)) continue;
+    seen.add(s.load);
+    out += `TTFT lower bound, any policy (best cache, idle engine)${s.load === null ? '' : ` at load ${s.load}`}: ${trio(s.ttftBoundMs)}\n`;
+  }
   if (runs.length === 1) {
     const s = runs[0]!;
     out += `engines (requests, busy, mean requests in the engine per ${ms(s.bucketMs)} of simulated time):\n`;

@@ -54,6 +54,33 @@ export interface RouteOverrides {
   temperature?: number;
 }
 
+/**
+ * Costs in predicted milliseconds to the request's first token instead of Dynamo's blocks (not
+ * Dynamo's; kvindex's `kv-time` preset): an engine profile the operator measures once per model
+ * and GPU. For candidate i, with `P` the prefill tokens ahead of and including this request
+ * (its queued prefill plus the prompt's uncached tokens, as Dynamo's prefill term counts them)
+ * and `B` the blocks its requests in flight hold with this one (the decode term), `busy` when it
+ * has a request in flight:
+ *
+ *   cost = P / prefillTokensPerMs + ceil(P / tokenBudget) * (busy ? decodeStepMs + decodeMsPerBlock * B : 0)
+ *          + decodeActiveRequestWeight * activeRequests - overlapBonus * deviceOverlap
+ *
+ * The second term is the decode work mixed into every step the prefill takes: a 100k-token
+ * prompt takes 13 steps of 8,192 tokens, each slowed by the engine's decoders, while a
+ * 2k-token prompt takes one, so the decode load weighs in proportion to the prompt's steps
+ * (Dynamo adds it once, as blocks, whatever the prompt). `overlapBonus` is in ms per cached block.
+ */
+export interface TimeCost {
+  /** Prefill speed of an engine, tokens per ms (a full step's tokens over its time). */
+  prefillTokensPerMs: number;
+  /** Tokens per engine step (vLLM's max_num_batched_tokens). */
+  tokenBudget: number;
+  /** Decode part of a step when the engine decodes anything, ms. */
+  decodeStepMs: number;
+  /** Decode ms per step per block held by the engine's requests in flight. */
+  decodeMsPerBlock: number;
+}
+
 /** Selector configuration; every field but `blockSize` has Dynamo's default. */
 export interface SelectorConfig {
   /** Tokens per block (positive integer). */
@@ -79,6 +106,8 @@ export interface SelectorConfig {
   overlapBonus?: number;
   /** 0 (default): minimum cost; T > 0: softmax sampling. */
   temperature?: number;
+  /** Cost in predicted ms (see `TimeCost`); null (default): Dynamo's cost in blocks. */
+  timeCost?: TimeCost | null;
   /** Random source for tie-breaks and sampling (default `Math.random`). */
   random?: RandomSource;
 }
@@ -94,6 +123,7 @@ export interface ResolvedSelectorConfig {
   decodeActiveRequestWeight: number;
   overlapBonus: number;
   temperature: number;
+  timeCost: TimeCost | null;
   random: RandomSource;
 }
 
@@ -157,8 +187,26 @@ export function resolveSelectorConfig(c: SelectorConfig): ResolvedSelectorConfig
     decodeActiveRequestWeight: nonNegative('decodeActiveRequestWeight', c.decodeActiveRequestWeight, 0),
     overlapBonus: nonNegative('overlapBonus', c.overlapBonus, 0),
     temperature: nonNegative('temperature', c.temperature, 0),
+    timeCost: resolveTimeCost(c.timeCost),
     random: c.random ?? Math.random,
   };
+}
+
+function resolveTimeCost(t: TimeCost | null | undefined): TimeCost | null {
+  if (t === undefined || t === null) return null;
+  if (typeof t !== 'object') return invalidOption('timeCost: expected an object or null');
+  for (const k of ['prefillTokensPerMs', 'tokenBudget', 'decodeStepMs', 'decodeMsPerBlock'] as const) {
+    if (t[k] === undefined) invalidOption(`timeCost.${k}: required`);
+  }
+  const rate = nonNegative('timeCost.prefillTokensPerMs', t.prefillTokensPerMs, 0);
+  if (!(rate > 0)) invalidOption(`timeCost.prefillTokensPerMs: expected a number > 0, got ${showValue(t.prefillTokensPerMs)}`);
+  if (!Number.isInteger(t.tokenBudget) || t.tokenBudget < 1 || t.tokenBudget > 2 ** 24) invalidOption(`timeCost.tokenBudget: expected an integer in 1..${2 ** 24}, got ${showValue(t.tokenBudget)}`);
+  return Object.freeze({
+    prefillTokensPerMs: rate,
+    tokenBudget: t.tokenBudget,
+    decodeStepMs: nonNegative('timeCost.decodeStepMs', t.decodeStepMs, 0),
+    decodeMsPerBlock: nonNegative('timeCost.decodeMsPerBlock', t.decodeMsPerBlock, 0),
+  });
 }
 
 /**
@@ -231,7 +279,11 @@ export function selectResolved(
       + c.hostCacheHitWeight * (tiers.host?.get(id) ?? 0)
       + c.diskCacheHitWeight * (tiers.disk?.get(id) ?? 0);
     const raw = prefill[i]! / bs + promptBlocks;
-    const cost = scale * Math.max(raw - overlapCredit, 0) + decode + c.decodeActiveRequestWeight * active - c.overlapBonus * device;
+    const prefillBlocks = Math.max(raw - overlapCredit, 0);
+    const t = c.timeCost;
+    const cost = t === null
+      ? scale * prefillBlocks + decode + c.decodeActiveRequestWeight * active - c.overlapBonus * device
+      : timeCostMs(t, prefillBlocks * bs, active > 0 ? decode : 0) + c.decodeActiveRequestWeight * active - c.overlapBonus * device;
     costs[i] = cost;
     if (cost < min) min = cost;
     if (cost > max) max = cost;
@@ -240,6 +292,12 @@ export function selectResolved(
   const index = temperature === 0 ? minimumCost(costs, min, c.random) : softmaxSample(costs, min, max, temperature, c.random);
   const chosen = candidates[index]!;
   return { workerId: chosen.workerId, dpRank: chosen.dpRank, index, overlapBlocks: overlaps[index]!, requiredBlocks, costs, overlaps };
+}
+
+/** Predicted ms to the first token: `tokens` of prefill in budget-sized steps, each with the decode of `blocks` (0: none). */
+function timeCostMs(t: TimeCost, tokens: number, blocks: number): number {
+  const steps = Math.max(1, Math.ceil(tokens / t.tokenBudget));
+  return tokens / t.prefillTokensPerMs + (blocks > 0 ? steps * (t.decodeStepMs + t.decodeMsPerBlock * blocks) : 0);
 }
 
 /** @internal Throws `InvalidField` unless `c` is a { u64 bigint workerId, u32 dpRank }. */

@@ -22,12 +22,13 @@ import type { RouterEvent, StoredBlock } from '../protocol/types.js';
 import { RadixTree } from '../tree/radix-tree.js';
 import { ClusterSim } from './cluster-sim.js';
 import { EngineModel, type EngineRequest } from './engine-model.js';
-import { prefillMs, resolveEngineParams, type EngineParams } from './engine-params.js';
+import { engineProfile, prefillMs, resolveEngineParams, type EngineParams } from './engine-params.js';
 import type { TraceRequest } from './mooncake.js';
 import { createPolicy } from './policies/create-policy.js';
 import type { KvPolicyConfig } from './policies/kv-router.js';
 import type { PolicyName, ScrapedMetrics } from './policies/policy.js';
 import { EventQueue } from './event-queue.js';
+import { ttftLowerBounds } from './timed-bound.js';
 
 /** Options of a timed run. */
 export interface TimedSimOptions {
@@ -66,6 +67,8 @@ export interface TimedRequests {
   finishMs: Float64Array;
   cachedTokens: Float64Array;
   worker: Int32Array;
+  /** A lower bound of the TTFT under any policy (timed-bound.ts), ms. */
+  ttftBoundMs: Float64Array;
 }
 
 /** What a timed run measured. */
@@ -190,6 +193,7 @@ export function runTimedSim(requests: readonly TraceRequest[], options: TimedSim
     seed: Number(seed & 0x7fff_ffffn),
     now: () => now,
     prefillTokensPerMs: params.tokenBudget / prefillMs(params, params.tokenBudget),
+    profile: engineProfile(params, kvBlocks),
     metrics: (w) => scraped[w]!,
   }, options.kvConfig ?? {});
 
@@ -200,6 +204,7 @@ export function runTimedSim(requests: readonly TraceRequest[], options: TimedSim
     finishMs: new Float64Array(n).fill(NaN),
     cachedTokens: new Float64Array(n).fill(NaN),
     worker: new Int32Array(n).fill(-1),
+    ttftBoundMs: ttftLowerBounds(prepared.seq, prepared.engine.map((r) => r.inputTokens), arrival, params, blockSize),
   };
   const eventIds = workerIds.map(() => 0n);
   const deliveries: RouterEvent[][] = [];

@@ -33,6 +33,11 @@ export interface TimedSummary {
   rejected: number;
   /** Time to first token. */
   ttftMs: Percentiles;
+  /**
+   * Percentiles of the per-request TTFT lower bounds (timed-bound.ts: best possible cache, idle
+   * engine), over the same requests as `ttftMs`: no policy's percentile can be below them.
+   */
+  ttftBoundMs: Percentiles;
   /** Time per output token after the first, over requests with at least 2. */
   tpotMs: Percentiles;
   /** Arrival to last token. */
@@ -75,6 +80,7 @@ export function summarizeTimed(r: TimedResult, load: number | null): TimedSummar
   const tpot = new Float64Array(n).fill(NaN);
   const e2e = new Float64Array(n).fill(NaN);
   const queue = new Float64Array(n).fill(NaN);
+  const bound = new Float64Array(n).fill(NaN);
   let completed = 0;
   let tokens = 0;
   let output = 0;
@@ -92,7 +98,10 @@ export function summarizeTimed(r: TimedResult, load: number | null): TimedSummar
       cached += q.cachedTokens[i]!;
       prompt += r.inputTokens[i]!;
     }
-    if (!Number.isNaN(q.firstTokenMs[i]!)) ttft[i] = q.firstTokenMs[i]! - a;
+    if (!Number.isNaN(q.firstTokenMs[i]!)) {
+      ttft[i] = q.firstTokenMs[i]! - a;
+      bound[i] = q.ttftBoundMs[i]!;
+    }
     const f = q.finishMs[i]!;
     if (Number.isNaN(f)) continue;
     completed++;
@@ -112,6 +121,7 @@ export function summarizeTimed(r: TimedResult, load: number | null): TimedSummar
     completed,
     rejected: r.rejected,
     ttftMs: percentiles(ttft),
+    ttftBoundMs: percentiles(bound),
     tpotMs: percentiles(tpot),
     e2eMs: percentiles(e2e),
     queueMs: percentiles(queue),

@@ -10,3 +10,6 @@ export const DYNAMO_ROUTING: Readonly<KvPolicyConfig> = ROUTING_PRESETS.dynamo;
 
 /** kvindex's default routing configuration (the `kv` policy). */
 export const KVINDEX_ROUTING: Readonly<KvPolicyConfig> = ROUTING_PRESETS.kv;
+
+/** The `kv-time` preset: a cost in predicted ms to the first token (a candidate, not the default). */
+export const KV_TIME_ROUTING: Readonly<KvPolicyConfig> = ROUTING_PRESETS['kv-time'];

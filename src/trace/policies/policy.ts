@@ -5,10 +5,11 @@
  * policies whose router scrapes engine metrics (llm-d), the last scrape. Never the engines'
  * queues or caches themselves.
  */
+import type { TimeCost } from '../../router/select-worker.js';
 import type { RadixTree } from '../../tree/radix-tree.js';
 
 /** The policies `kvindex replay --policy` knows. */
-export const POLICY_NAMES = ['kv', 'dynamo', 'round-robin', 'random', 'least-loaded', 'sglang', 'llm-d'] as const;
+export const POLICY_NAMES = ['kv', 'dynamo', 'kv-time', 'round-robin', 'random', 'least-loaded', 'sglang', 'llm-d'] as const;
 /** A policy's name. */
 export type PolicyName = (typeof POLICY_NAMES)[number];
 
@@ -56,6 +57,8 @@ export interface PolicyContext {
    * prefill step's tokens over its time): what a router may be configured with.
    */
   prefillTokensPerMs: number;
+  /** The engines' profile for a cost in predicted ms (`engineProfile`: what an operator measures). */
+  profile: TimeCost;
   /** The last scrape of engine `w`'s metrics. */
   metrics: (w: number) => ScrapedMetrics;
 }
