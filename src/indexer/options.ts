@@ -49,6 +49,14 @@ export interface ShardedIndexerOptions {
    * `expirationMs`, where every lookup records the frequency trail.
    */
   keepWarmMs?: number;
+  /**
+   * With shard threads: each thread runs a synthetic fleet through a throwaway tree before
+   * `create()` resolves (default true), so that V8 has compiled the apply path before the first
+   * real batch (src/shard/thread/warm-up.ts; a fresh 2-shard indexer ingested at 0.85x the
+   * speed of in-thread without it, issue 40). Costs `create()` the warm-up's time, both
+   * threads in parallel (BENCHMARKS.md, fleet scale); `false` skips it.
+   */
+  warmUp?: boolean;
 }
 
 /** Keep-warm's default period (keep-warm.ts: why it is on by default). */
@@ -96,6 +104,7 @@ export function checkOptions(o: ShardedIndexerOptions): void {
   if (o.shardNice !== undefined && !(Number.isInteger(o.shardNice) && o.shardNice >= 0 && o.shardNice <= 19)) {
     bad(`shardNice: expected an integer 0..19, got ${String(o.shardNice)}`);
   }
+  if (o.warmUp !== undefined && typeof o.warmUp !== 'boolean') bad(`warmUp: expected a boolean, got ${String(o.warmUp)}`);
   if (o.keepWarmMs !== undefined) {
     const ms = o.keepWarmMs;
     if (!(Number.isFinite(ms) && (ms === 0 || (ms >= 1 && ms <= 60_000)))) bad(`keepWarmMs: expected 0 (off) or a number 1..60000, got ${String(ms)}`);
