@@ -13,8 +13,8 @@
  *   snapshot recovery) and answers one lookup; each step timed.
  * - `ingest <workload> <shards> <max-blocks> [no-warm-up]`: the workload's first events (up to
  *   max-blocks stored blocks) parsed into memory, then applied to a fresh indexer and flushed
- *   (fresh), every worker removed, and applied again (warm); `no-warm-up` creates the indexer
- *   with `warmUp: false`.
+ *   (fresh), every worker removed, and applied again (warm); `warm-up` creates the indexer
+ *   with `warmUp: true`.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
@@ -196,7 +196,7 @@ async function main(): Promise<void> {
   let out: Record<string, unknown>;
   if (mode === 'measure') out = await measure(file!, shards, extra!);
   else if (mode === 'restore') out = await restore(file!, shards);
-  else if (mode === 'ingest') out = await ingest(file!, shards, Number(extra), flag !== 'no-warm-up');
+  else if (mode === 'ingest') out = await ingest(file!, shards, Number(extra), flag === 'warm-up');
   else throw new Error(`unknown mode ${String(mode)}`);
   process.stdout.write(`${JSON.stringify(out)}\n`);
 }

@@ -42,8 +42,8 @@ describe('shard warm-up', () => {
 
   it('changes no answer and leaves no state in a fresh 2-shard indexer', async () => {
     const { events, lookups } = await smallFleet();
-    const warmed = await ShardedIndexer.create({ shards: 2, blockSize: 16 });
-    const cold = await ShardedIndexer.create({ shards: 2, blockSize: 16, warmUp: false });
+    const warmed = await ShardedIndexer.create({ shards: 2, blockSize: 16, warmUp: true });
+    const cold = await ShardedIndexer.create({ shards: 2, blockSize: 16 });
     const inThread = await ShardedIndexer.create({ shards: 0, blockSize: 16 });
     try {
       // Nothing of the warm-up is visible before the first event: no worker, pair, node or count.

@@ -51,10 +51,12 @@ export interface ShardedIndexerOptions {
   keepWarmMs?: number;
   /**
    * With shard threads: each thread runs a synthetic fleet through a throwaway tree before
-   * `create()` resolves (default true), so that V8 has compiled the apply path before the first
-   * real batch (src/shard/thread/warm-up.ts; a fresh 2-shard indexer ingested at 0.85x the
-   * speed of in-thread without it, issue 40). Costs `create()` the warm-up's time, both
-   * threads in parallel (BENCHMARKS.md, fleet scale); `false` skips it.
+   * `create()` resolves, so that V8 has compiled the apply path before the first real batch
+   * (src/shard/thread/warm-up.ts; a fresh 2-shard indexer ingested at 0.85x the speed of
+   * in-thread without it, issue 40). Costs `create()` the warm-up's time (~250 ms of CPU per
+   * thread, the threads in parallel). Default false: every short-lived indexer would pay it
+   * (three threaded test files took 388 s with it on against 173 s without, on the loaded
+   * 2-core dev VM); a router that ingests a stream or a snapshot right after start wants true.
    */
   warmUp?: boolean;
 }
