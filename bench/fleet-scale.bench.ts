@@ -117,7 +117,8 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
 
   // Fresh against warm ingest, in fresh processes, sides alternating.
   const ingestFile = await workload(opts.shared, SIZES['1m']!);
-  const rounds = opts.quick ? 1 : 3;
+  // KVX_FLEET_INGEST=0 skips this part (a run of the big sizes alone).
+  const rounds = process.env['KVX_FLEET_INGEST'] === '0' ? 0 : opts.quick ? 1 : 3;
   const maxBlocks = 1_000_000;
   const sides = [
     { name: 'in-thread', shards: 0, flag: 'x' },
@@ -142,7 +143,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     }
   }
   const spread = (xs: number[]): string => (xs.length === 0 ? '-' : `${Math.round(Math.min(...xs))}-${Math.round(Math.max(...xs))}`);
-  const ingestRows: Row[] = sides.map((side, i) => ({
+  const ingestRows: Row[] = rounds === 0 ? [] : sides.map((side, i) => ({
     indexer: side.name,
     blocks,
     'create ms (median)': Math.round(median(create[i]!)),
@@ -169,6 +170,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     '',
     table(rows),
     '',
+    ...(rounds === 0 ? [] : [
     `**Ingest from a fresh indexer** (issue 40: a fresh 2-shard indexer must not ingest slower than in-thread): the first ${blocks.toLocaleString('en-US')} ` +
       `stored blocks of the 1M workload, parsed first, then applied and flushed on an indexer just created (fresh), every worker removed, and applied ` +
       `again (warm); ${rounds} fresh processes per side, sides alternating, median and spread. Speed vs in-thread > 1: faster than in-thread. ` +
@@ -178,6 +180,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     '',
     `Fresh 2-shard ingest with \`warmUp: true\` at ${r2(freshRatio)}x the speed of in-thread: **${freshRatio >= 1 ? 'met' : 'NOT met'}** (target >= 1x); ` +
       `without (the default) ${r2(median(fresh[0]!) / median(fresh[2]!))}x.`,
+    ]),
     ...(failures.length > 0 ? ['', 'Runs that did not finish:', ...failures.map((f) => `- ${f}`)] : []),
   ].join('\n');
   return {
