@@ -1,8 +1,9 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { main as fleetMain } from '../src/cli/fleet.js';
 import { runReplay } from '../src/cli/replay-run.js';
 import type { RouterEvent } from '../src/protocol/types.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
@@ -125,5 +126,16 @@ describe('fleet workload', () => {
     expect(summary.mismatches).toBe(0);
     expect(summary.requests).toBe(200);
     expect(summary.pairs).toBe(ENGINES * BLOCKS);
+  });
+
+  it('kvindex fleet writes the workload to a file and refuses bad flags with exit 2', async () => {
+    const file = join(dir, 'cli.jsonl');
+    expect(await fleetMain(['--engines', '4', '--blocks', '64', '--lookups', '3', '--seed', '2', '--quiet', '--out', file])).toBe(0);
+    const lines = readFileSync(file, 'utf8').trim().split('\n');
+    expect(parseWorkloadLine(lines[0]!, 1)).toMatchObject({ op: 'meta' });
+    expect(lines.filter((l) => l.startsWith('{"op":"match"'))).toHaveLength(3);
+    expect(await fleetMain(['--engines', '0', '--out', file])).toBe(2);
+    expect(await fleetMain(['--engines', '4'])).toBe(2); // no --out
+    expect(await fleetMain(['--seed', '-1', '--out', file])).toBe(2);
   });
 });
