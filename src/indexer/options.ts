@@ -52,11 +52,12 @@ export interface ShardedIndexerOptions {
   /**
    * With shard threads: each thread runs a synthetic fleet through a throwaway tree before
    * `create()` resolves, so that V8 has compiled the apply path before the first real batch
-   * (src/shard/thread/warm-up.ts; a fresh 2-shard indexer ingested at 0.85x the speed of
-   * in-thread without it, issue 40). Costs `create()` the warm-up's time (~250 ms of CPU per
-   * thread, the threads in parallel). Default false: every short-lived indexer would pay it
-   * (three threaded test files took 388 s with it on against 173 s without, on the loaded
-   * 2-core dev VM); a router that ingests a stream or a snapshot right after start wants true.
+   * (src/shard/thread/warm-up.ts). Measured on 1M pairs of a fleet workload (fleet-scale
+   * bench, fresh processes, 2-core dev VM): fresh 2-shard ingest at 0.88x the speed of
+   * in-thread with it, 0.82x without; create() 704 against 279 ms. Most of a fresh indexer's
+   * slowness is not compilation (fresh in-thread ingest is 2.9x its warm time too). Default
+   * false: every short-lived indexer would pay it (three threaded test files took 388 s with it
+   * on against 173 s without, on the loaded VM).
    */
   warmUp?: boolean;
 }

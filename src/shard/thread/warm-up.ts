@@ -9,8 +9,12 @@
  * optimising compiler works in the background, for the first ~0.5 s of ingest: a fresh 2-shard
  * indexer ingested at 0.85x the speed of in-thread, against 1.6x once warm (issue 40). Paying
  * it before the indexer is handed out moves that cost to `create()`, where both shards warm up
- * in parallel. The amount is the smallest measured to make fresh ingest as fast as warm (see
- * WARM_ROUNDS and BENCHMARKS.md, fleet scale).
+ * in parallel. What it buys is small: on 1M pairs of a fleet workload (BENCHMARKS.md, fleet
+ * scale, fresh processes) fresh 2-shard ingest went from 0.82x to 0.88x the speed of
+ * in-thread (1,658 -> 1,549 ms) at 425 ms more in create(); warm shards run at 1.43x. The rest
+ * of a fresh index's cost is growth, not code: a fresh in-thread tree ingests 2.9x slower than
+ * a warm one (1,367 vs 471 ms) with no thread involved, its arrays doubling and faulting in
+ * fresh pages as they fill. Hence opt-in (`warmUp: true`).
  */
 import type { StoredBlock } from '../../protocol/types.js';
 import { RadixTree } from '../../tree/radix-tree.js';
