@@ -31,6 +31,7 @@ const SUITES: Array<[string, () => Promise<Suite>]> = [
   ['shard', async () => (await import('./shard.bench.js')).run],
   ['lookup', async () => (await import('./lookup.bench.js')).run],
   ['fleet', async () => (await import('./fleet.bench.js')).run],
+  ['fleet-scale', async () => (await import('./fleet-scale.bench.js')).run],
   ['snapshot-scaling', async () => (await import('./snapshot-scaling.bench.js')).run],
   ['replay', async () => (await import('./replay.bench.js')).run],
   ['nats', async () => (await import('./nats.bench.js')).run],

@@ -13,9 +13,12 @@ import type { MessagePort } from 'node:worker_threads';
 import { threadId } from 'node:worker_threads';
 import type { ShardInit, ShardStarted, ToShard } from '../src/shard/wire/messages.js';
 import { ShardCore } from '../src/shard/thread/shard-core.js';
+import { warmUpShard } from '../src/shard/thread/warm-up.js';
 
 export default function start(task: { port: MessagePort; init: ShardInit }): ShardStarted {
   const { port, init } = task;
+  // Compile the apply path before the indexer is handed out (warm-up.ts: fresh ingest).
+  if (init.warmUp) warmUpShard(init);
   const core = new ShardCore(init, (msg, transfer) => port.postMessage(msg, transfer ?? []));
   port.on('message', (msg: ToShard) => core.handle(msg));
   return { threadId, layout: core.layout, nice: applyNice(init.nice) };

@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 
 const COMMANDS: Record<string, () => Promise<{ main(args: string[]): Promise<number> }>> = {
   demo: () => import('./demo-command.js'),
+  fleet: () => import('./fleet.js'),
   gateway: () => import('./gateway.js'),
   replay: () => import('./replay.js'),
   serve: () => import('./serve.js'),
@@ -17,6 +18,7 @@ const USAGE = `usage: kvindex <command> [options]
   serve [options]           consume KV events from NATS JetStream and serve lookups
   serve --http <[host:]port>  standalone indexer: vLLM/SGLang events over ZMQ, HTTP lookups
   demo                      index a few events and print the scores
+  fleet --out <file>        write a fleet workload (1,000 engines x 16,384 blocks) for replay and benchmarks
   gateway --http <[host:]port> --engines <file.json>  OpenAI proxy routing each request to the engine holding its prefix
   --version, -V             print the version
 run 'kvindex <command> --help' for the options of a command

@@ -143,6 +143,7 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
           batchWords: options.batchWords ?? 64 * 1024,
           readYourWrites: options.readYourWrites ?? true,
           nice: options.shardNice ?? 0,
+          warmUp: options.warmUp ?? false,
           thread,
         },
         report,

@@ -56,6 +56,8 @@ export interface ThreadedEngineOptions {
   readYourWrites: boolean;
   /** Niceness of the shard threads (0: unchanged). */
   nice: number;
+  /** Whether each shard thread warms its code up before it reports started (warm-up.ts). */
+  warmUp: boolean;
   thread: ShardThreadSpec;
 }
 
@@ -132,7 +134,7 @@ export class ThreadedEngine {
         ThreadShard.start(
           i, options.thread,
           {
-            shard: i, expirationMs: options.expirationMs ?? null, board: board.shape, initialCapacity: null, nice: options.nice,
+            shard: i, expirationMs: options.expirationMs ?? null, board: board.shape, initialCapacity: null, nice: options.nice, warmUp: options.warmUp,
             // An even split keeps the sum within the budget; a skewed shard evicts before the others.
             maxPairs: options.maxPairs === undefined ? null : Math.floor(options.maxPairs / options.shards),
           },

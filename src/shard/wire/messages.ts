@@ -20,6 +20,8 @@ export interface ShardInit {
   initialCapacity: number | null;
   /** Niceness the thread gives itself (0: unchanged; Linux only). */
   nice: number;
+  /** Run the warm-up (thread/warm-up.ts) before reporting started. */
+  warmUp: boolean;
 }
 
 /** What a shard thread's start task returns. */

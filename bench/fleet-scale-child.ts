@@ -1,0 +1,207 @@
+/**
+ * One measurement of the fleet-scale suite (fleet-scale.bench.ts), in a process of its own so
+ * that its memory figures (heap + buffers after a full GC, RSS) are the indexer's and a fresh
+ * process is what restarts and fresh indexers really are. Prints one JSON line on stdout.
+ *
+ * Modes:
+ * - `measure <workload> <shards> <snapshot-out>`: streams a fleet workload (kvindex fleet) into a
+ *   fresh indexer, batch by batch (parsing is not timed), then memory after a full GC, the
+ *   workload's lookups (checked against their expected scores, then timed), two bincode dumps
+ *   (the second is written to `snapshot-out` for the restore mode).
+ * - `restore <snapshot> <shards>`: a restarting router: reads the snapshot file, creates an
+ *   indexer, restores it (`restore(iterateSnapshot(bytes))`, the product path of the NATS
+ *   snapshot recovery) and answers one lookup; each step timed.
+ * - `ingest <workload> <shards> <max-blocks> [no-warm-up]`: the workload's first events (up to
+ *   max-blocks stored blocks) parsed into memory, then applied to a fresh indexer and flushed
+ *   (fresh), every worker removed, and applied again (warm); `warm-up` creates the indexer
+ *   with `warmUp: true`.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
+import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
+import { iterateSnapshot } from '../src/protocol/snapshot-reader.js';
+import type { RouterEvent } from '../src/protocol/types.js';
+import { openLineSource } from '../src/trace/line-source.js';
+import { parseWorkloadLine } from '../src/trace/workload.js';
+import { createMatchResult } from '../src/tree/match-result.js';
+import { gc, latencyStats } from './suite.js';
+import { removeAll } from './warm-up.js';
+
+const BLOCK_SIZE = 64;
+const BATCH = 512;
+
+function blocksOf(e: RouterEvent): number {
+  const d = e.event.data;
+  return d.type === 'stored' ? d.blocks.length : d.type === 'removed' ? d.blockHashes.length : 0;
+}
+
+/** Heap + ArrayBuffers and RSS after two full GCs. */
+function memory(): { heapAb: number; rss: number } {
+  gc();
+  gc();
+  const m = process.memoryUsage();
+  return { heapAb: m.heapUsed + m.arrayBuffers, rss: m.rss };
+}
+
+async function measure(file: string, shards: number, snapshotOut: string): Promise<Record<string, unknown>> {
+  const before = memory();
+  const ix = await ShardedIndexer.create({ shards, blockSize: BLOCK_SIZE });
+  const source = await openLineSource(file);
+  const lookups: Array<{ seq: BigUint64Array; expect: Map<bigint, number> }> = [];
+  let batch: RouterEvent[] = [];
+  let callerMs = 0;
+  let stored = 0;
+  let removed = 0;
+  let events = 0;
+  const apply = async (): Promise<void> => {
+    const t = performance.now();
+    for (const e of batch) {
+      ix.applyEvent(e);
+      if (ix.needsDrain) await ix.drained();
+    }
+    callerMs += performance.now() - t;
+    batch = [];
+  };
+  let n = 0;
+  for await (const { text } of source.lines()) {
+    n++;
+    if (text.length === 0) continue;
+    const op = parseWorkloadLine(text, n);
+    if (op.op === 'event') {
+      batch.push(op.event);
+      events++;
+      if (op.event.event.data.type === 'stored') stored += blocksOf(op.event);
+      else removed += blocksOf(op.event);
+      if (batch.length >= BATCH) await apply();
+    } else if (op.op === 'match') {
+      lookups.push({ seq: op.seq, expect: op.expect });
+    }
+  }
+  await apply();
+  const t = performance.now();
+  await ix.flush();
+  callerMs += performance.now() - t;
+  const stats = await ix.stats();
+  const shardMs = shards === 0 ? 0 : Math.max(...stats.map((s) => s.applyMs ?? 0));
+  const pairs = stats.reduce((k, s) => k + s.pairs, 0);
+  const treeBytes = stats.reduce((k, s) => k + s.bytes, 0);
+  const after = memory();
+  // Lookups: every score checked first (after the flush the answers are exact), then timed.
+  let mismatches = 0;
+  for (const l of lookups) {
+    const got = ix.findMatchesSync(l.seq).scores;
+    let bad = got.size !== l.expect.size;
+    for (const [w, s] of l.expect) if (got.get(w) !== s) bad = true;
+    if (bad) mismatches++;
+  }
+  const result = createMatchResult();
+  const passes = 5;
+  const lat = new Float64Array(lookups.length * passes);
+  for (let p = 0, k = 0; p < passes; p++) {
+    for (const l of lookups) {
+      const t0 = performance.now();
+      ix.findMatchesInto(l.seq, result);
+      lat[k++] = (performance.now() - t0) * 1000;
+    }
+  }
+  const lookupStats = latencyStats(lat);
+  gc();
+  const d0 = performance.now();
+  await ix.dumpSnapshot('bincode');
+  const firstDumpMs = performance.now() - d0;
+  gc();
+  const d1 = performance.now();
+  const snap = await ix.dumpSnapshot('bincode');
+  const dumpMs = performance.now() - d1;
+  writeFileSync(snapshotOut, snap);
+  await ix.close();
+  return {
+    shards, events, stored, removed, pairs, treeBytes,
+    heapAb: after.heapAb - before.heapAb, rss: after.rss - before.rss, rssTotal: after.rss,
+    callerMs, shardMs, lookups: lookups.length, mismatches,
+    p50: lookupStats['p50 us'], p99: lookupStats['p99 us'], p999: lookupStats['p99.9 us'],
+    firstDumpMs, dumpMs, dumpBytes: snap.length,
+  };
+}
+
+async function restore(file: string, shards: number): Promise<Record<string, unknown>> {
+  const t0 = performance.now();
+  const bytes = readFileSync(file);
+  const t1 = performance.now();
+  const ix = await ShardedIndexer.create({ shards, blockSize: BLOCK_SIZE });
+  const t2 = performance.now();
+  let first: bigint | null = null;
+  let pairs = 0;
+  async function* counted(): AsyncGenerator<RouterEvent> {
+    for (const e of iterateSnapshot(bytes, 'bincode')) {
+      if (first === null && e.event.data.type === 'stored') first = e.event.data.blocks[0]!.tokensHash;
+      pairs += blocksOf(e);
+      yield e;
+    }
+  }
+  await ix.restore(counted());
+  const t3 = performance.now();
+  const answer = ix.findMatchesSync(BigUint64Array.of(first ?? 0n)).scores.size;
+  const t4 = performance.now();
+  const after = memory();
+  const stats = await ix.stats();
+  await ix.close();
+  return {
+    shards, bytes: bytes.length, pairs, restoredPairs: stats.reduce((k, s) => k + s.pairs, 0), answer,
+    readMs: t1 - t0, createMs: t2 - t1, restoreMs: t3 - t2, readyMs: t4 - t0, rssTotal: after.rss,
+  };
+}
+
+async function ingest(file: string, shards: number, maxBlocks: number, warmUp: boolean): Promise<Record<string, unknown>> {
+  const source = await openLineSource(file);
+  const events: RouterEvent[] = [];
+  const workers = new Set<bigint>();
+  let blocks = 0;
+  let n = 0;
+  for await (const { text } of source.lines()) {
+    n++;
+    if (text.length === 0) continue;
+    const op = parseWorkloadLine(text, n);
+    if (op.op !== 'event') continue;
+    if (op.event.event.data.type === 'stored' && blocks + blocksOf(op.event) > maxBlocks) break;
+    events.push(op.event);
+    workers.add(op.event.workerId);
+    blocks += blocksOf(op.event);
+  }
+  const c0 = performance.now();
+  const ix = await ShardedIndexer.create({ shards, blockSize: BLOCK_SIZE, warmUp });
+  const createMs = performance.now() - c0;
+  const run = async (): Promise<number> => {
+    gc();
+    await new Promise((r) => setTimeout(r, 300));
+    const t = performance.now();
+    for (const e of events) {
+      ix.applyEvent(e);
+      if (ix.needsDrain) await ix.drained();
+    }
+    await ix.flush();
+    return performance.now() - t;
+  };
+  const freshMs = await run();
+  const pairs = (await ix.stats()).reduce((k, s) => k + s.pairs, 0);
+  await removeAll(ix, workers);
+  const warmMs = await run();
+  await ix.close();
+  return { shards, warmUp, events: events.length, blocks, pairs, createMs, freshMs, warmMs };
+}
+
+async function main(): Promise<void> {
+  const [mode, file, shardsText, extra, flag] = process.argv.slice(2);
+  const shards = Number(shardsText);
+  let out: Record<string, unknown>;
+  if (mode === 'measure') out = await measure(file!, shards, extra!);
+  else if (mode === 'restore') out = await restore(file!, shards);
+  else if (mode === 'ingest') out = await ingest(file!, shards, Number(extra), flag === 'warm-up');
+  else throw new Error(`unknown mode ${String(mode)}`);
+  process.stdout.write(`${JSON.stringify(out)}\n`);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`fleet-scale-child: ${String((err as Error).stack ?? err)}\n`);
+  process.exitCode = 1;
+});
