@@ -205,7 +205,7 @@ export function readBinaryDump(bytes: Uint8Array): DumpSection[] {
   const want = new DataView(bytes.buffer, bytes.byteOffset + body, 4).getUint32(0, true);
   const got = crc32(bytes.subarray(0, body)) >>> 0;
   // The end mark first: a dump cut short is "truncated", not "a bad checksum".
-  if (!END.equals(bytes.subarray(body - END.length, body))) throw new SnapshotDecodeError(ErrorCode.SnapshotTruncated, `binary dump of ${bytes.length} bytes: no end mark (cut short?)`);
+  if (!END.equals(bytes.subarray(body - END.length, body))) throw new SnapshotDecodeError(ErrorCode.SnapshotTruncated, `binary dump truncated: its ${bytes.length} bytes have no end mark`);
   if (got !== want) throw new SnapshotDecodeError(ErrorCode.SnapshotChecksum, `binary dump: CRC-32 ${got.toString(16)} of its ${body} bytes, the dump says ${want.toString(16)}`);
   const c = new Cursor(bytes, body - END.length);
   c.pos = MAGIC.length;

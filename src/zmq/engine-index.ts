@@ -285,8 +285,8 @@ export class EngineIndex {
 
   /**
    * Applies a bincode snapshot of rank `rank`'s device tree without event objects
-   * (src/tree/bulk-load.ts). Throws `SnapshotDecodeError` at the first malformed byte, after
-   * applying what came before: check the bytes first (`checkBincode`) when that must not happen.
+   * (src/tree/bulk-load.ts). Throws `SnapshotDecodeError` for malformed bytes, before the tree
+   * changes.
    */
   loadRankBincode(rank: number, bytes: Uint8Array, label = ''): BulkLoadReport {
     const tree = this.#tree(StorageTier.Device, rank);
