@@ -10,7 +10,7 @@
  * `applyEvent` per event against this loader is in BENCHMARKS.md ("Replica ready from a peer").
  *
  * `loadBincode` first walks the bytes with `checkBincode`, which changes nothing, so a malformed
- * snapshot throws before the tree is touched, and the block count sizes the tree's arrays once.
+ * snapshot throws before the tree is touched.
  */
 
 import { BincodeCursor, readEventCount, skipEventData } from '../protocol/snapshot-reader.js';
@@ -81,11 +81,11 @@ const LITTLE = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
  */
 export function loadBincode(tree: RadixTree, bytes: Uint8Array, withDp = false, label = '', scratch: BulkLoadScratch = shared): BulkLoadReport {
   // The whole snapshot is checked first (a walk over its events, not its blocks), so a
-  // malformed one throws before the tree changes, and its block count sizes the tree once:
-  // growing the node arrays and rehashing the edge table as it filled was 60 % of a 1M-pair
-  // load (2.3 of 3.8 s of CPU samples, shared 2-core VM).
-  const { storedBlocks } = checkBincode(bytes, withDp, label);
-  if (tree.reserve(storedBlocks)) tree.commitEdges();
+  // malformed one throws before the tree changes. No `tree.reserve` of its block count: in a
+  // tree of its own thread that grows the node arrays in the same 1.25x steps as filling them
+  // does, and the overflow-pair arrays for every block besides, which measured 3x slower at
+  // 0.5M pairs (growing the node arrays is ~60 % of a 1M-pair load's CPU samples either way).
+  checkBincode(bytes, withDp, label);
   const c = new BincodeCursor(bytes, label);
   const view = c.view;
   const n = readEventCount(c, withDp);
