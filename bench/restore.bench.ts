@@ -81,7 +81,8 @@ async function restoreOnce(bytes: Uint8Array, shards: number, way: Way, probe: B
     else await ix.restore(iterateSnapshot(bytes));
     const restoreMs = performance.now() - t1;
     const got = [...(await ix.findMatches(probe)).scores.values()];
-    if (got.length !== 1 || got[0] !== probe.length) throw new Error(`after ${way}: lookup scored ${JSON.stringify(got)}, expected one worker at ${probe.length}`);
+    // The engine the probe came from matches it whole; the engines sharing its system prompt, that much.
+    if (got.filter((x) => x === probe.length).length !== 1 || got.some((x) => x !== probe.length && x !== PROMPT_BLOCKS)) throw new Error(`after ${way}: lookup scored ${JSON.stringify(got)}, expected one worker at ${probe.length}, the others at ${PROMPT_BLOCKS}`);
     return { ms: performance.now() - t0, restoreMs };
   } finally {
     await ix.close();
