@@ -21,6 +21,8 @@ export const ErrorCode = {
   SnapshotBadCount: 'KVX_SNAPSHOT_BAD_COUNT',
   /** A snapshot holds an enum or option tag that the layout does not define. */
   SnapshotBadTag: 'KVX_SNAPSHOT_BAD_TAG',
+  /** Snapshot bytes whose checksum disagrees with the one they carry (a corrupt copy). */
+  SnapshotChecksum: 'KVX_SNAPSHOT_CHECKSUM',
   /** An option passed to a constructor or function is invalid. */
   InvalidOption: 'KVX_INVALID_OPTION',
   /** A shard thread failed or died; the message names the shard. */

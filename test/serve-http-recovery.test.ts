@@ -5,7 +5,10 @@
  * applied the same engine seqs every /query answer of B equals A's. Also: a peer that breaks
  * off its dump is skipped; with no whole dump anywhere the replica stays 503 KVX_RECOVERING;
  * peers that all refuse the connection mean starting empty; a Dynamo-style dump (no positions)
- * is applied and marked approximate.
+ * is applied and marked approximate. Three replicas: one killed with SIGKILL while the engines
+ * publish and restarted with `--peers` answers 503 until recovered, then as the others. The
+ * binary dump (kvindex's, the default between replicas) cut short or corrupted: a typed error,
+ * the next peer.
  */
 import { createServer, type Server } from 'node:http';
 import { existsSync } from 'node:fs';
@@ -15,6 +18,10 @@ import { MAIN, ServeProcess } from './support/serve-process.js';
 import { until, VllmPublisher, zmqAvailable } from './support/vllm-publisher.js';
 import { unitRandom } from './support/rng.js';
 import { parse, stringify } from 'lossless-json';
+import { DUMP_BINARY_TYPE, readBinaryDump } from '../src/http/dump-binary.js';
+import { readDump } from '../src/http/dump-read.js';
+import { SnapshotDecodeError } from '../src/errors.js';
+import { EngineIndex } from '../src/zmq/engine-index.js';
 
 const BS = 4;
 const MODEL = 'm';
@@ -79,6 +86,8 @@ describe.skipIf(!existsSync(MAIN) || !(await zmqAvailable()))('kvindex serve --h
   const held = [new Map<number, number>(), new Map<number, number>()];
   const rng = unitRandom(38);
   const procs: ServeProcess[] = [];
+  /** The replica the first test starts from A (the kill -9 test kills it). */
+  let replicaB: ServeProcess | null = null;
   const servers: Server[] = [];
 
   const start = (args: string[]): ServeProcess => {
@@ -131,9 +140,10 @@ describe.skipIf(!existsSync(MAIN) || !(await zmqAvailable()))('kvindex serve --h
       }
     })();
     const b = start(['--peers', aUrl, '--metrics', '127.0.0.1:0']);
+    replicaB = b;
     const bUrl = (await b.waitFor('kvindex serve ready'))['address'] as string;
     const recovered = await b.waitFor('recovered from a peer: ready');
-    expect(recovered).toMatchObject({ peer: aUrl, exact: true });
+    expect(recovered).toMatchObject({ peer: aUrl, exact: true, dump: 'binary' });
     await new Promise((r) => setTimeout(r, 100));
     publishing = false;
     await background;
@@ -236,4 +246,114 @@ describe.skipIf(!existsSync(MAIN) || !(await zmqAvailable()))('kvindex serve --h
     for (const p of PROMPTS) if ((await (await post(eUrl, '/query', { token_ids: p, model_name: MODEL })).text()).includes('"scores":{"')) scored++;
     expect(scored).toBeGreaterThan(5);
   }, 60_000);
+  /** Every /query answer of the replicas on every prompt (and two cuts of it), as parsed JSON. */
+  const answersOf = async (url: string): Promise<unknown[]> => {
+    const out: unknown[] = [];
+    for (const p of PROMPTS) {
+      for (const cut of [p.length, p.length - BS, BS + 1]) out.push(JSON.parse(await (await post(url, '/query', { token_ids: p.slice(0, cut), model_name: MODEL })).text()));
+    }
+    return out;
+  };
+
+  it('kill -9 of one of 3 replicas while the engines publish: restarted with --peers it answers 503 until recovered, then exactly as the others', async () => {
+    expect(replicaB).not.toBeNull();
+    const b = replicaB!;
+    const bUrl = (await b.waitFor('kvindex serve ready'))['address'] as string;
+    let publishing = true;
+    const background = (async () => {
+      while (publishing) {
+        await publishRound();
+        await new Promise((r) => setTimeout(r, 3));
+      }
+    })();
+    // The third replica, from B (a peer that recovered itself).
+    const c = start(['--peers', bUrl]);
+    const cUrl = (await c.waitFor('kvindex serve ready'))['address'] as string;
+    expect(await c.waitFor('recovered from a peer: ready')).toMatchObject({ peer: bUrl, exact: true });
+    b.signal('SIGKILL');
+    expect(await b.exited).toBe(null);
+    // A first peer that holds the dump 400 ms, then fails: a window in which the restarted
+    // replica is up but not recovered, long enough to see it answer 503 deterministically.
+    const slow = createServer((_req, res) => {
+      setTimeout(() => res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":"slow peer"}'), 400);
+    });
+    servers.push(slow);
+    const slowUrl = await listen(slow);
+    const b2 = start(['--peers', `${slowUrl},${cUrl},${aUrl}`]);
+    const b2Url = (await b2.waitFor('kvindex serve ready'))['address'] as string;
+    const statuses: number[] = [];
+    let done = false;
+    void b2.waitFor('recovered from a peer: ready').then(() => (done = true), () => (done = true));
+    while (!done) {
+      const r = await post(b2Url, '/query', { token_ids: PROMPTS[3], model_name: MODEL });
+      statuses.push(r.status);
+      if (r.status === 503) expect(((await r.json()) as { code: string }).code).toBe('KVX_RECOVERING');
+      else await r.text();
+      if (r.status === 503) expect((await fetch(`${b2Url}/ready`)).status).toBe(503);
+    }
+    // 503s, then (only after the recovery) answers: never a partial answer first.
+    expect(statuses[0]).toBe(503);
+    expect(statuses.slice(statuses.indexOf(200) < 0 ? statuses.length : statuses.indexOf(200)).every((x) => x === 200)).toBe(true);
+    expect(await b2.waitFor('recovered from a peer: ready')).toMatchObject({ peer: cUrl, exact: true, dump: 'binary' });
+    publishing = false;
+    await background;
+    await publishRound();
+    await Promise.all([caughtUp(aUrl), caughtUp(cUrl), caughtUp(b2Url)]);
+    const [qa, qc, qb] = await Promise.all([answersOf(aUrl), answersOf(cUrl), answersOf(b2Url)]);
+    expect(qc).toEqual(qa);
+    expect(qb).toEqual(qa);
+    expect(qa.filter((x) => JSON.stringify(x).includes('"scores":{"')).length).toBeGreaterThan(10);
+    expect((await fetch(`${b2Url}/ready`)).status).toBe(200);
+  }, 60_000);
+
+  it('a binary dump cut short or corrupted is a typed error; the replica tries the next peer and is never ready with part of it', async () => {
+    const res = await fetch(`${aUrl}/dump`, { headers: { accept: DUMP_BINARY_TYPE } });
+    expect(res.headers.get('content-type')).toBe(DUMP_BINARY_TYPE);
+    const whole = new Uint8Array(await res.arrayBuffer());
+    // The same index as the JSON dump: loaded from the binary one, an index dumps the same events.
+    const viaBinary = new EngineIndex({ blockSize: BS });
+    const sections = readBinaryDump(whole);
+    expect(sections.map((x) => x.key)).toEqual([`${MODEL}:default`]);
+    for (const t of sections[0]!.trees!) viaBinary.loadRankBincode(t.rank, t.bytes);
+    const viaJson = new EngineIndex({ blockSize: BS });
+    for (const ev of readDump(new Uint8Array(await (await fetch(`${aUrl}/dump`)).arrayBuffer()))[0]!.events) viaJson.applyEvent(ev);
+    expect(viaBinary.dumpEvents()).toEqual(viaJson.dumpEvents());
+    expect(sections[0]!.listeners!.map((l) => l.instanceId).sort()).toEqual([...IDS].sort());
+    expect(sections[0]!.listeners!.every((l) => l.position !== null && l.replayEndpoint !== null)).toBe(true);
+
+    const codeOf = (bytes: Uint8Array): string => {
+      try {
+        readBinaryDump(bytes);
+      } catch (err) {
+        expect(err).toBeInstanceOf(SnapshotDecodeError);
+        return (err as SnapshotDecodeError).code;
+      }
+      return 'none';
+    };
+    for (const cut of [0, 7, 20, whole.length >> 1, whole.length - 5, whole.length - 1]) expect(codeOf(whole.subarray(0, cut))).toBe('KVX_SNAPSHOT_TRUNCATED');
+    for (const at of [12, whole.length >> 1, whole.length - 20]) {
+      const bad = whole.slice();
+      bad[at] = bad[at]! ^ 0x10;
+      expect(codeOf(bad)).toBe('KVX_SNAPSHOT_CHECKSUM');
+    }
+
+    // Served by real peers: one cut short (a whole answer, its length honest), one with a bit flipped.
+    const cutShort = whole.subarray(0, whole.length >> 1);
+    const flipped = whole.slice();
+    flipped[whole.length >> 1] = flipped[whole.length >> 1]! ^ 1;
+    const peerOf = (body: Uint8Array): Server => createServer((_req, r) => r.writeHead(200, { 'content-type': DUMP_BINARY_TYPE, 'content-length': String(body.length) }).end(body));
+    const cutPeer = peerOf(cutShort);
+    const flipPeer = peerOf(flipped);
+    servers.push(cutPeer, flipPeer);
+    const cutUrl = await listen(cutPeer);
+    const flipUrl = await listen(flipPeer);
+    const d = start(['--peers', `${cutUrl},${flipUrl}`]);
+    const dUrl = (await d.waitFor('kvindex serve ready'))['address'] as string;
+    await d.waitFor('no peer gave a whole dump: not ready, retrying');
+    const fails = d.lines.filter((l) => l.msg === 'recovery from a peer failed: trying the next').map((l) => String(l['err']));
+    expect(fails.some((e) => e.includes('truncated'))).toBe(true);
+    expect(fails.some((e) => e.includes('CRC-32'))).toBe(true);
+    expect((await post(dUrl, '/query', { token_ids: PROMPTS[0], model_name: MODEL })).status).toBe(503);
+    expect(await (await fetch(`${dUrl}/workers`)).text()).toBe('[]');
+  }, 30_000);
 });

@@ -35,6 +35,9 @@ export const HTTP_USAGE = `usage: kvindex serve --http <[host:]port> [options]
                              before /ready; /register and /unregister are forwarded to them
                              (with this --token); served by GET /peers, changed by POST
                              /register_peer and /deregister_peer
+  --peer-dump <binary|json>  the dump asked of a peer at start (default: binary, kvindex's own,
+                             ~4x smaller and loaded without JSON; a Dynamo peer answers JSON
+                             whatever is asked)
   --topic <prefix>           ZMQ topic filter of every listener (default: '', all topics)
   --replay-timeout <ms>      wait per replay message before a gap counts as unreplayable (default: 2000)
   --readmit-after <s|never>  seconds after an unreplayable gap before the worker counts in scores
@@ -59,6 +62,7 @@ interface HttpArgs {
   logLevel: string;
   metrics: { host: string; port: number } | null;
   peers: string[];
+  peerDump: 'binary' | 'json';
 }
 
 function parse(args: string[]): HttpArgs | 'help' {
@@ -76,6 +80,7 @@ function parse(args: string[]): HttpArgs | 'help' {
       'log-level': { type: 'string' },
       metrics: { type: 'string' },
       peers: { type: 'string' },
+      'peer-dump': { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -110,6 +115,8 @@ function parse(args: string[]): HttpArgs | 'help' {
       throw new UsageError((err as Error).message);
     }
   }
+  const peerDump = values['peer-dump'] ?? 'binary';
+  if (peerDump !== 'binary' && peerDump !== 'json') throw new UsageError(`--peer-dump: expected binary or json, got '${peerDump}'`);
   const token = values.token ?? process.env.KVINDEX_TOKEN ?? '';
   return {
     host: (m[1] ?? '127.0.0.1').replace(/^\[|\]$/g, ''),
@@ -122,6 +129,7 @@ function parse(args: string[]): HttpArgs | 'help' {
     logLevel: level,
     metrics,
     peers,
+    peerDump,
   };
 }
 
@@ -142,7 +150,7 @@ export async function main(args: string[]): Promise<number> {
   await warnIfZmqMissing(logger);
   const registry = new EngineRegistry({ logger, topic: a.topic, replayTimeoutMs: a.replayTimeoutMs, readmitAfterMs: a.readmitAfterMs });
   const peers = new PeerList(a.peers);
-  const recovery = new PeerRecovery({ registry, peers, logger });
+  const recovery = new PeerRecovery({ registry, peers, logger, dump: a.peerDump });
   const forwarder = new RegistrationForwarder({ peers, token: a.token, logger });
   // Until the recovery from a peer has ended, not ready, whatever the engines' states.
   const readiness = (): EngineReadiness =>

@@ -29,6 +29,15 @@ export interface DumpListener {
   readonly position: SourcePosition | null;
 }
 
+/** One rank's device tree in a binary dump (dump-binary.ts): a plain bincode snapshot. */
+export interface RankSnapshot {
+  readonly rank: number;
+  /** A view into the dump's bytes, checked whole (`checkBincode`). */
+  readonly bytes: Uint8Array;
+  /** Its Stored blocks (pairs). */
+  readonly blocks: number;
+}
+
 /** One (model, tenant) of a dump. */
 export interface DumpSection {
   /** The dump's key, `<model>:<tenant>`. */
@@ -37,7 +46,10 @@ export interface DumpSection {
   readonly modelName: string;
   readonly tenantId: string;
   readonly blockSize: number;
+  /** The JSON dump's events ([] in a binary dump). */
   readonly events: RouterEvent[];
+  /** A binary dump's trees, by rank; null in a JSON dump. */
+  readonly trees: RankSnapshot[] | null;
   /** kvindex's `listeners`; null in a dump without them (a Dynamo peer's). */
   readonly listeners: DumpListener[] | null;
 }
@@ -116,6 +128,7 @@ function readSection(s: JsonScanner, key: string): DumpSection {
     tenantId: named ? (extra.tenant_id as string) : key.slice(cut + 1),
     blockSize,
     events,
+    trees: null,
     listeners,
   };
 }

@@ -13,6 +13,7 @@ import type { WorkerCandidate } from '../router/select-worker.js';
 import { EngineIndex } from '../zmq/engine-index.js';
 import { ZmqKvSource, type SourcePosition } from '../zmq/source.js';
 import type { RouterEvent } from '../protocol/types.js';
+import type { RankSnapshot } from './dump-read.js';
 import { checkEndpoint } from '../zmq/endpoint.js';
 import { ZmqError, ZmqErrorCode } from '../zmq/errors.js';
 import { HttpRequestError, modelTenant, type RegisterRequest, type UnregisterRequest } from './requests.js';
@@ -186,6 +187,23 @@ export class EngineRegistry {
    * no lookup sees part of it.
    */
   restoreIndex(modelName: string, tenantId: string, blockSize: number, events: readonly RouterEvent[]): void {
+    const index = this.#restoreTarget(modelName, tenantId, blockSize);
+    for (const ev of events) index.applyEvent(ev);
+  }
+
+  /**
+   * `restoreIndex` for a binary dump's trees: each rank's bincode snapshot loaded straight into
+   * its device tree (src/tree/bulk-load.ts). The snapshots must have been checked whole
+   * (dump-binary.ts `readBinaryDump` does). Synchronous too. Returns the pairs stored.
+   */
+  restoreIndexBincode(modelName: string, tenantId: string, blockSize: number, trees: readonly RankSnapshot[]): number {
+    const index = this.#restoreTarget(modelName, tenantId, blockSize);
+    let blocks = 0;
+    for (const t of trees) blocks += index.loadRankBincode(t.rank, t.bytes).storedBlocks;
+    return blocks;
+  }
+
+  #restoreTarget(modelName: string, tenantId: string, blockSize: number): EngineIndex {
     const ik = key(modelName, tenantId);
     let entry = this.#indexes.get(ik);
     if (entry !== undefined && entry.index.blockSize !== blockSize) {
@@ -195,7 +213,7 @@ export class EngineRegistry {
       entry = { modelName, tenantId, index: new EngineIndex({ blockSize }), router: null };
       this.#indexes.set(ik, entry);
     }
-    for (const ev of events) entry.index.applyEvent(ev);
+    return entry.index;
   }
 
   /** Whether (instance, model, tenant, rank) has a listener (or one starting). */

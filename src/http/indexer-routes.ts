@@ -25,6 +25,7 @@ import type { KvRouter, RouteOptions } from '../router/kv-router.js';
 import { QueryBodyReader } from './query-body.js';
 import { HttpRequestError, modelTenant, type RegisterRequest, type UnregisterRequest, readQuery, readQueryByHash, readRegister, readRequestRef, readRoute, readUnregister } from './requests.js';
 import { dumpJson, scoresJson, workersJson } from './responses.js';
+import { DUMP_BINARY_TYPE, dumpBinaryStream } from './dump-binary.js';
 import { answerErrors, answerNoRoute, JSON_TYPE, sendError } from './error-answers.js';
 import type { PeerList } from './peer-list.js';
 import { registerPeerRoutes } from './peer-routes.js';
@@ -200,7 +201,15 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
 
     if (options.peers != null) registerPeerRoutes(api, options.peers, (path) => ({ ...guard(path), ...small }), options.onPeerChange);
 
-    api.get('/dump', { ...guard('/dump'), ...gated }, async (_req, reply) => reply.type(JSON_TYPE).send(dumpJson(registry.indexes(), registry.listeners())));
+    // Content negotiation: Dynamo's JSON unless the client asks for kvindex's binary dump (a
+    // replica recovering from this one: peer-recovery.ts, dump-binary.ts).
+    api.get('/dump', { ...guard('/dump'), ...gated }, async (req, reply) => {
+      if (req.headers.accept?.includes(DUMP_BINARY_TYPE) === true) {
+        const { stream, length } = dumpBinaryStream(registry.indexes(), registry.listeners());
+        return reply.type(DUMP_BINARY_TYPE).header('content-length', length).header('vary', 'accept').send(stream);
+      }
+      return reply.type(JSON_TYPE).send(dumpJson(registry.indexes(), registry.listeners()));
+    });
 
     api.get('/health', guard('/health'), async (_req, reply) => reply.type(JSON_TYPE).send('{"status":"ok"}'));
 

@@ -50,6 +50,7 @@ export interface Engine {
    */
   readonly idle: boolean;
   applyEvent(event: RouterEvent): void;
+
   applyEventJson(text: Uint8Array, tag?: number): void;
   applyEventJsonOnCaller(text: Uint8Array): void;
   findMatches(hashes: BigUint64Array | readonly bigint[]): Promise<OverlapScores>;
@@ -78,6 +79,17 @@ export interface Engine {
   stats(): Promise<ShardStats[]>;
   flush(): Promise<void>;
   close(): Promise<void>;
+}
+
+/** @internal What a bulk restore feeds (snapshot-restore.ts); both engines implement it. */
+export interface StoredWordsSink {
+  /**
+   * @internal A Stored event on raw words, already checked (snapshot-restore.ts): `n` blocks as
+   * (bLo, bHi, tLo, tHi) at `words[0 ..]`, the worker as a bigint and as u32 halves.
+   */
+  applyStoredWords(workerId: bigint, wLo: number, wHi: number, hasParent: boolean, pLo: number, pHi: number, words: Uint32Array, n: number): void;
+  /** @internal Room for `blocks` more stored blocks before a bulk restore (in-thread: one growth). */
+  reserve(blocks: number): void;
 }
 
 /** The indexer's public calls (implemented by `ShardedIndexer`). */

@@ -20,7 +20,9 @@ import { ThreadedEngine, type EngineReport } from '../shard/main/threaded-engine
 import type { ShardThreadSpec } from '../shard/main/thread-shard.js';
 import type { ShardStats } from '../shard/wire/messages.js';
 import { createMatchResult, type MatchResult } from '../tree/match-result.js';
-import { FirstBlock, type Engine, type Indexer, type IndexerEvents, type ReadsPastWriter } from './indexer.js';
+import { FirstBlock, type Engine, type Indexer, type IndexerEvents, type ReadsPastWriter, type StoredWordsSink } from './indexer.js';
+import { restoreBincode } from './snapshot-restore.js';
+import type { BincodeSummary } from '../tree/bulk-load.js';
 import { KeepWarm } from './keep-warm.js';
 import { LocalEngine } from './local-engine.js';
 import { checkOptions, keepWarmPeriod, shardWorkerFile, type ShardedIndexerOptions } from './options.js';
@@ -49,7 +51,7 @@ function noMatch(): OverlapScores {
 export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Indexer {
   readonly shardCount: number;
   readonly #blockSize: number;
-  readonly #engine: Engine;
+  readonly #engine: Engine & StoredWordsSink;
   /** Lookups made, for keep-warm: a tick after a lookup does not prime. */
   #lookups = 0;
   /** Long tokens lookups' cuts (`#tokensLookup`), asked through the engine, waiting or not. */
@@ -69,7 +71,7 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
   /** Keep-warm's copy of the latest lookup's leading blocks. */
   readonly #primeWords = new BigUint64Array(PRIME_BLOCKS);
 
-  private constructor(options: ShardedIndexerOptions, engine: Engine) {
+  private constructor(options: ShardedIndexerOptions, engine: Engine & StoredWordsSink) {
     super();
     this.shardCount = options.shards;
     this.#blockSize = options.blockSize;
@@ -131,7 +133,7 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
       }
       (ix as EventEmitter | null)?.emit(r[0], ...r.slice(1));
     };
-    const engine: Engine = thread === null
+    const engine: Engine & StoredWordsSink = thread === null
       ? new LocalEngine(options.expirationMs, options.maxPairs)
       : await ThreadedEngine.start(
         {
@@ -394,6 +396,18 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
       if (this.#engine.needsDrain) await this.drained();
     }
     await this.#engine.flush();
+  }
+
+  /**
+   * Restores a bincode (or bincode-dp) snapshot without event objects (snapshot-restore.ts):
+   * checked whole first, so malformed bytes throw `SnapshotDecodeError` before anything is
+   * applied; then every event, honouring backpressure, then a flush. At 16.4M pairs this is the
+   * fast way back after a restart (BENCHMARKS.md, "Restore to ready"). JSON lines: use `restore`.
+   */
+  async restoreSnapshot(bytes: Uint8Array, encoding: 'bincode' | 'bincode-dp' = 'bincode'): Promise<BincodeSummary> {
+    const summary = await restoreBincode(this.#engine, () => this.drained(), bytes, encoding === 'bincode-dp');
+    await this.#engine.flush();
+    return summary;
   }
 
   /** Resolves when every event applied so far has reached its shard's tree. */

@@ -17,6 +17,9 @@ import { FIRST_UNHELD, TokensCut, type CutProbes } from '../indexer/tokens-cut.j
 import type { ApplyStatus, KvCacheEventData, RouterEvent } from '../protocol/types.js';
 import { createMatchResult, type MatchResult } from '../tree/match-result.js';
 import { RadixTree } from '../tree/radix-tree.js';
+import { loadBincode, type BulkLoadReport } from '../tree/bulk-load.js';
+import type { DumpSink } from '../tree/dump.js';
+import { u64FromHalves } from '../protocol/u64-text.js';
 import { StorageTier } from './convert.js';
 
 /** worker id -> dp rank -> value. */
@@ -257,6 +260,57 @@ export class EngineIndex {
       }
     }
     return out;
+  }
+
+  /** Ranks with a device tree, ascending (the trees `dumpRankTo` writes). */
+  deviceRanks(): number[] {
+    return [...(this.#trees.get(StorageTier.Device)?.keys() ?? [])].sort((a, b) => a - b);
+  }
+
+  /** Pairs in rank `rank`'s device tree (excluded workers included). */
+  blockCountOfRank(rank: number): number {
+    return this.#trees.get(StorageTier.Device)?.get(rank)?.size ?? 0;
+  }
+
+  /**
+   * Rank `rank`'s device tree into `sink` (a snapshot writer), as `dumpEvents` gives it: an
+   * excluded (worker, rank) is left out. The binary peer dump's path (src/http/dump-binary.ts).
+   */
+  dumpRankTo(rank: number, sink: DumpSink): void {
+    const tree = this.#trees.get(StorageTier.Device)?.get(rank);
+    if (tree === undefined) return;
+    const excluded = this.#excluded.get(rank);
+    tree.dumpTo(excluded === undefined ? sink : new SkipWorkers(sink, excluded));
+  }
+
+  /**
+   * Applies a bincode snapshot of rank `rank`'s device tree without event objects
+   * (src/tree/bulk-load.ts). Throws `SnapshotDecodeError` for malformed bytes, before the tree
+   * changes.
+   */
+  loadRankBincode(rank: number, bytes: Uint8Array, label = ''): BulkLoadReport {
+    const tree = this.#tree(StorageTier.Device, rank);
+    try {
+      return loadBincode(tree, bytes, false, label);
+    } finally {
+      this.#dropIfEmpty(StorageTier.Device, this.#trees.get(StorageTier.Device)!, rank, tree);
+    }
+  }
+}
+
+/** A dump sink that drops the Stored events of some workers. */
+class SkipWorkers implements DumpSink {
+  #skip = false;
+  constructor(readonly sink: DumpSink, readonly workers: ReadonlySet<bigint>) {}
+  beginStored(workerLo: number, workerHi: number, hasParent: boolean, parentLo: number, parentHi: number): void {
+    this.#skip = this.workers.has(u64FromHalves(workerHi, workerLo));
+    if (!this.#skip) this.sink.beginStored(workerLo, workerHi, hasParent, parentLo, parentHi);
+  }
+  block(blockLo: number, blockHi: number, tokensLo: number, tokensHi: number): void {
+    if (!this.#skip) this.sink.block(blockLo, blockHi, tokensLo, tokensHi);
+  }
+  endStored(): void {
+    if (!this.#skip) this.sink.endStored();
   }
 }
 

@@ -47,6 +47,11 @@ export class ShardOutbox {
     return encoder.encode(text, 0, text.length, this.batch);
   }
 
+  /** Queues a Stored event given as checked words (see `EventBatchWriter.pushStoredWords`). */
+  pushStoredWords(wLo: number, wHi: number, hasParent: boolean, pLo: number, pHi: number, words: Uint32Array, n: number): void {
+    this.batch.pushStoredWords(wLo, wHi, hasParent, pLo, pHi, words, n);
+  }
+
   /** Queues an event's JSON text for the shard to parse; `tag` comes back with a rejection. */
   pushJson(text: Uint8Array, tag: number): void {
     this.batch.pushJson(text, tag);

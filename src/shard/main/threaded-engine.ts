@@ -199,6 +199,19 @@ export class ThreadedEngine {
     this.enqueued(shard);
   }
 
+  /** @internal See `Engine.applyStoredWords`: queued as the batch's own record, no event object. */
+  applyStoredWords(workerId: bigint, wLo: number, wHi: number, hasParent: boolean, pLo: number, pHi: number, words: Uint32Array, n: number): void {
+    this.check();
+    const known = this.shardOf.get(workerId);
+    const shard = known ?? this.leastLoaded();
+    this.outboxes[shard]!.pushStoredWords(wLo, wHi, hasParent, pLo, pHi, words, n);
+    if (known === undefined) this.claim(workerId, shard);
+    this.enqueued(shard);
+  }
+
+  /** Shards grow their trees per batch, outside the readers' lock, already. */
+  reserve(_blocks: number): void {}
+
   applyEventJsonOnCaller(text: Uint8Array): void {
     this.check();
     const shard = this.shardOfJsonOrApply(text);
