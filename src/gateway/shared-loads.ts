@@ -107,7 +107,6 @@ export class SharedLoads {
   #gateway: Gateway | null = null;
   #timer: NodeJS.Timeout | null = null;
   #wake: (() => void) | null = null;
-  #connecting: Promise<void> | null = null;
   #everConnected = false;
   #malformedSinceLog = 0;
   #lastMalformedLog = -Infinity;
@@ -150,7 +149,7 @@ export class SharedLoads {
     this.#peers = new PeerLoads({ routerId: this.routerId, expiryMs: this.#expiryMs, sequencesOf: (w, r) => sequencesOf(gateway, w, r) });
     this.#timer = setInterval(() => this.#tick(), this.#heartbeatMs);
     this.#timer.unref();
-    this.#connecting = this.#connectLoop();
+    this.#runConnectLoop();
   }
 
   /** Resolves once loads are shared (or after `ms`; then false). For tests and start-up scripts. */
@@ -182,7 +181,8 @@ export class SharedLoads {
     this.#state = SharedLoadsState.Closed;
     if (this.#timer !== null) clearInterval(this.#timer);
     this.#wake?.();
-    await this.#connecting?.catch(() => undefined);
+    // A first connection still being attempted is not awaited (up to retryMs: past the 1 s stop
+    // deadline of the CLI); the loop closes it if it completes.
     this.#peers?.clear();
     this.#nc = null;
     if (nc === null) return;
@@ -210,6 +210,14 @@ export class SharedLoads {
         ? 'NATS unreachable: loads not shared, routing with this gateway\'s view; retrying'
         : 'NATS connection lost: loads not shared, routing with this gateway\'s view; reconnecting');
     }
+  }
+
+  /** Starts the connect loop; a failure it did not expect is logged, never an unhandled rejection. */
+  #runConnectLoop(): void {
+    this.#connectLoop().catch((err: unknown) => {
+      this.#enter(SharedLoadsState.Disconnected, errorFields(err));
+      this.#logger?.error(errorFields(err), 'shared loads: the NATS connect loop failed; loads stay local');
+    });
   }
 
   async #connectLoop(): Promise<void> {
@@ -254,7 +262,7 @@ export class SharedLoads {
       if (this.#state === SharedLoadsState.Closed || this.#nc !== nc) return;
       this.#nc = null;
       this.#enter(SharedLoadsState.Disconnected, { err: 'connection closed' });
-      this.#connecting = this.#connectLoop();
+      this.#runConnectLoop();
     });
   }
 
