@@ -14,10 +14,18 @@
  *   router counts the request, and from A's `free` until B's no longer does; B's view is
  *   polled once per event-loop turn (`setImmediate`). One request at a time, then while A
  *   routes 200 requests/s (A, B and the poller share this process's event loop).
+ * - CPU per event, synchronous: formatting and encoding an add of a 512-token prompt (32 sequence
+ *   hashes) as the publisher does, and parsing and applying it as a peer does (with its free),
+ *   median of 5 runs of 20,000: the host-independent part of what sharing costs a request
+ *   (3 events published, 3 applied per peer).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Pool } from 'undici';
 import { Gateway } from '../src/gateway/gateway.js';
+import { PeerLoads } from '../src/gateway/peer-loads.js';
+import { computeBlockHashes, computeSequenceHashes } from '../src/hash/block-hash.js';
+import { ActiveSequences } from '../src/router/active-sequences.js';
+import { formatActiveSequenceEvent, parseActiveSequenceEvent, type ActiveSequenceEvent } from '../src/router/sequence-event.js';
 import { Endpoint, readOpenAiRequest } from '../src/gateway/openai-request.js';
 import { SharedLoads } from '../src/gateway/shared-loads.js';
 import type { EnginePick } from '../src/gateway/engine-pick.js';
@@ -155,6 +163,44 @@ async function propagation(engines: EngineProc[], natsUrl: string, quick: boolea
   }
 }
 
+/** µs per event of the publisher's and the receiver's work, synchronous. */
+export function cpuRows(): Array<Record<string, string | number>> {
+  const seq = computeSequenceHashes(computeBlockHashes(Uint32Array.from(tokens(1)), BLOCK));
+  const encoder = new TextEncoder();
+  const event = (i: number, type: 'add' | 'free'): ActiveSequenceEvent => ({
+    requestId: `gw-${i}@5f3a9c1e2b7d4a60`, workerId: 1n + BigInt(i & 3), dpRank: 0, routerId: 0x5f3a9c1e2b7d4a60n, loraName: null,
+    data: type === 'add' ? { type: 'add_request', blockHashes: seq, trackPrefillTokens: true, expectedOutputTokens: 1, prefillTokens: 512 } : { type: 'free' },
+  });
+  const n = 20_000;
+  const adds = Array.from({ length: n }, (_, i) => encoder.encode(formatActiveSequenceEvent(event(i, 'add'))));
+  const frees = Array.from({ length: n }, (_, i) => encoder.encode(formatActiveSequenceEvent(event(i, 'free'))));
+  const median = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
+  const time = (events: number, work: () => void): { med: number; min: number; max: number } => {
+    const runs: number[] = [];
+    for (let r = 0; r < 5; r++) {
+      const t0 = performance.now();
+      work();
+      runs.push(((performance.now() - t0) * 1000) / events);
+    }
+    return { med: median(runs), min: Math.min(...runs), max: Math.max(...runs) };
+  };
+  let bytes = 0;
+  const publish = time(n, () => {
+    for (let i = 0; i < n; i++) bytes += encoder.encode(formatActiveSequenceEvent(event(i, 'add'))).length;
+  });
+  const apply = time(2 * n, () => {
+    const seqs = new ActiveSequences({ blockSize: BLOCK });
+    const peers = new PeerLoads({ routerId: 1n, sequencesOf: () => [seqs] });
+    for (let i = 0; i < n; i++) peers.apply(parseActiveSequenceEvent(adds[i]!));
+    for (let i = 0; i < n; i++) peers.apply(parseActiveSequenceEvent(frees[i]!));
+  });
+  const r = (x: number): number => Math.round(x * 100) / 100;
+  return [
+    { work: 'publish: format + encode an add (32 hashes)', 'bytes/event': Math.round(bytes / (5 * n)), 'us/event (median of 5)': r(publish.med), spread: `${r(publish.min)}-${r(publish.max)}` },
+    { work: 'receive: parse + apply (adds and frees, alternating halves)', 'bytes/event': Math.round((adds[0]!.length + frees[0]!.length) / 2), 'us/event (median of 5)': r(apply.med), spread: `${r(apply.min)}-${r(apply.max)}` },
+  ];
+}
+
 export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const engines: EngineProc[] = [];
   const gateways: GatewayProc[] = [];
@@ -212,6 +258,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       return row;
     });
     const prop = await propagation(engines, nats.url, opts.quick);
+    const cpu = cpuRows();
     const markdown = [
       `Two pairs of \`kvindex gateway\` processes over the same 4 fake engines: one pair without \`--nats\` (baseline), one pair sharing loads over a local nats-server; open loop split evenly over the pair's two gateways, 512-token token-id prompts, every prompt new. *leg* is the client's send to the engine's arrival, *e2e* the whole answer; ${rounds} round(s) per rate, the pairs alternating. The host is shared with other jobs (2 cores): compare within a round.`,
       '',
@@ -230,8 +277,12 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       'Propagation from one gateway\'s decision to another gateway\'s view (two `Gateway`s in one process, each with its own NATS connection; B polled once per event-loop turn):',
       '',
       table(prop),
+      '',
+      'CPU per event, synchronous (the publisher\'s and a receiving peer\'s work; a request makes 3 events: add, first token, free):',
+      '',
+      table(cpu),
     ].join('\n');
-    return { title: 'Gateway: loads shared over NATS (--nats)', markdown, rows: [...sequential, ...latency, ...added, ...prop] };
+    return { title: 'Gateway: loads shared over NATS (--nats)', markdown, rows: [...sequential, ...latency, ...added, ...prop, ...cpu] };
   } finally {
     await stop([...engines, ...gateways]);
     nats.stop();
