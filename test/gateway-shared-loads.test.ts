@@ -168,7 +168,7 @@ describe.skipIf(!enabled)('gateways sharing loads over NATS', () => {
   it.skipIf(!existsSync(MAIN))('frees the loads of a killed gateway once its heartbeats stop, and only those', async () => {
     const log = captureLog('info');
     const es2 = es.slice(0, 2);
-    const b = await startGateway(es2, { servers: server.url, namespace: 'killed', heartbeatMs: 100, expiryMs: 600, logger: log.logger });
+    const b = await startGateway(es2, { servers: server.url, namespace: 'killed', heartbeatMs: 100, expiryMs: 1_000, logger: log.logger });
     const a = cli!;
     const aUrl = (await a.waitFor('kvindex gateway ready')).address as string;
     await a.waitFor('sharing loads with the other gateways over NATS');
