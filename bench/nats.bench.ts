@@ -33,7 +33,7 @@ import { loadWorkload, replicatedEvents, workloadPath } from './workloads.js';
 const TITLE = 'NATS: publish -> applied, snapshot upload and restore';
 
 /** A throwaway nats-server; `stop()` kills it and removes its folder. */
-async function startServer(): Promise<{ url: string; stop: () => void }> {
+export async function startServer(): Promise<{ url: string; stop: () => void }> {
   const port = await new Promise<number>((res, rej) => {
     const s = createServer();
     s.once('error', rej);

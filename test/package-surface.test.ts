@@ -36,8 +36,8 @@ const EXPECTED: Record<string, string[]> = {
   ],
   'kvindex/http': ['EngineRegistry', 'HttpRequestError', 'registerIndexerRoutes', 'engineReadiness'],
   'kvindex/gateway': [
-    'EngineCatalog', 'Endpoint', 'Gateway', 'GatewayError', 'Health', 'LocalTokenizer', 'Outcome', 'TENANT_HEADER', 'engineHeaders',
-    'gatewayPlugin', 'readEngineUrl', 'readOpenAiRequest', 'relay',
+    'EngineCatalog', 'Endpoint', 'Gateway', 'GatewayError', 'Health', 'LocalTokenizer', 'Outcome', 'SharedLoads', 'SharedLoadsState', 'TENANT_HEADER', 'engineHeaders',
+    'gatewayPlugin', 'readEngineUrl', 'readOpenAiRequest', 'registerSharedLoadsMetrics', 'relay',
   ],
 };
 

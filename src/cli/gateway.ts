@@ -22,6 +22,9 @@ import { quietFastify } from '../serve/quiet-fastify.js';
 import { Shutdown } from './shutdown.js';
 import { warnIfZmqMissing } from './zmq-missing.js';
 import { logLevelArg, UsageError } from './usage.js';
+import { NATS_AUTH_FLAGS, NATS_AUTH_USAGE, natsAuthFromFlags } from './nats-options.js';
+import { SharedLoads, type SharedLoadsOptions } from '../gateway/shared-loads.js';
+import { registerSharedLoadsMetrics } from '../gateway/shared-loads-metrics.js';
 
 export const GATEWAY_USAGE = `usage: kvindex gateway --http <[host:]port> [options]
   OpenAI-compatible proxy: each request goes to the engine holding its prompt's prefix
@@ -46,6 +49,15 @@ export const GATEWAY_USAGE = `usage: kvindex gateway --http <[host:]port> [optio
   --prefill-load-scale <x>   weight of a candidate's uncached prefill in its cost against its
                              in-flight blocks (Dynamo's kv_overlap_score_weight), over --routing's
                              (kv: 30, dynamo: 1)
+  --nats <url>               share loads with the other gateways over NATS: publish and apply
+                             each other's requests in flight on Dynamo's active-sequence subject
+                             (docs/gateway.md); without it each gateway keeps its own view.
+                             nats://user:pass@host:port carries credentials (never logged)
+${NATS_AUTH_USAGE}  --namespace <ns>, --component <comp>
+                             Dynamo namespace and component of the subjects (default: dynamo, backend)
+  --loads-heartbeat <ms>     --nats: announce this gateway every <ms> (default: 1000)
+  --loads-expiry <ms>        --nats: free a gateway's loads when its heartbeats stop this long
+                             (default: 5000; more than --loads-heartbeat)
   --metrics <host:port>      serve GET /metrics (Prometheus), /health and /ready on their own
                              listener (host defaults to 127.0.0.1; port 0 picks one, logged)
   --log-level <level>        pino level: debug, info, warn, error (default: info)
@@ -72,6 +84,7 @@ interface GatewayArgs {
   chatTemplate: string | null;
   logLevel: string;
   metrics: { host: string; port: number } | null;
+  sharedLoads: SharedLoadsOptions | null;
 }
 
 function parse(args: string[]): GatewayArgs | 'help' {
@@ -93,6 +106,12 @@ function parse(args: string[]): GatewayArgs | 'help' {
       'chat-template': { type: 'string' },
       'log-level': { type: 'string' },
       metrics: { type: 'string' },
+      nats: { type: 'string' },
+      ...NATS_AUTH_FLAGS,
+      namespace: { type: 'string' },
+      component: { type: 'string' },
+      'loads-heartbeat': { type: 'string' },
+      'loads-expiry': { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -126,7 +145,23 @@ function parse(args: string[]): GatewayArgs | 'help' {
     bodyLimit: positiveInt('body-limit', values['body-limit'], 16 * 1024 * 1024, 2 ** 30),
     logLevel: level,
     metrics: values.metrics === undefined ? null : address('metrics', values.metrics),
+    sharedLoads: sharedLoadsArgs(values),
   };
+}
+
+/** The `--nats` options (null without `--nats`; the others then refused). */
+function sharedLoadsArgs(values: Record<string, string | boolean | undefined>): SharedLoadsOptions | null {
+  const str = (k: string): string | undefined => (typeof values[k] === 'string' ? values[k] : undefined);
+  const nats = str('nats');
+  if (nats === undefined) {
+    const stray = ['namespace', 'component', 'loads-heartbeat', 'loads-expiry', ...Object.keys(NATS_AUTH_FLAGS)].find((k) => values[k] !== undefined);
+    if (stray !== undefined) throw new UsageError(`--${stray}: only with --nats`);
+    return null;
+  }
+  const heartbeatMs = positiveInt('loads-heartbeat', str('loads-heartbeat'), 1_000, MAX_TIMER_MS);
+  const expiryMs = positiveInt('loads-expiry', str('loads-expiry'), 5_000, MAX_TIMER_MS);
+  if (expiryMs <= heartbeatMs) throw new UsageError(`--loads-expiry: expected more than --loads-heartbeat (${heartbeatMs}), got '${expiryMs}'`);
+  return { servers: nats, auth: natsAuthFromFlags(values), namespace: str('namespace') ?? 'dynamo', component: str('component') ?? 'backend', heartbeatMs, expiryMs };
 }
 
 export async function main(args: string[]): Promise<number> {
@@ -150,24 +185,35 @@ export async function main(args: string[]): Promise<number> {
   const shutdown = new Shutdown(logger);
   await warnIfZmqMissing(logger);
   const metrics = a.metrics === null ? null : new GatewayMetrics();
-  const gateway = new Gateway({ logger, topic: a.topic, healthIntervalMs: a.healthIntervalMs, staleMs: a.staleMs, routing: a.routing, tokenizer, ...(metrics === null ? {} : { observer: metrics }) });
+  let shared: SharedLoads | null = null;
+  try {
+    if (a.sharedLoads !== null) shared = new SharedLoads({ ...a.sharedLoads, logger });
+  } catch (err) {
+    process.stderr.write(`kvindex gateway: --nats: ${(err as Error).message}\n`);
+    return 2;
+  }
+  const routing = shared === null ? a.routing : { ...a.routing, ...shared.routerOptions() };
+  if (metrics !== null && shared !== null) registerSharedLoadsMetrics(metrics.registry, shared);
+  const gateway = new Gateway({ logger, topic: a.topic, healthIntervalMs: a.healthIntervalMs, staleMs: a.staleMs, routing, tokenizer, ...(metrics === null ? {} : { observer: metrics }) });
   metrics?.watch(gateway);
   const app = quietFastify(logger);
   let ops: OpsServer | null = null;
   try {
     await gateway.start(engines);
+    shared?.start(gateway); // connects in the background: routing never waits for NATS
     await gatewayPlugin(app, { gateway, token: a.token, bodyLimit: a.bodyLimit, ...(metrics === null ? {} : { onError: (route: string, status: number) => metrics.observeError(route, status) }) });
     if (metrics !== null && a.metrics !== null) {
       ops = await startOpsServer(a.metrics, { metrics, readiness: () => gateway.catalog.readiness() }, logger);
       logger.info({ metricsUrl: ops.url }, 'metrics, health and readiness served over HTTP');
     }
     const address = await app.listen({ host: a.listen.host, port: a.listen.port });
-    logger.info({ address, engines: engines.length, auth: a.token !== null, tokenizer: a.tokenizer === null ? 'engine' : 'local', routing: a.routingName }, 'kvindex gateway ready');
+    logger.info({ address, engines: engines.length, auth: a.token !== null, tokenizer: a.tokenizer === null ? 'engine' : 'local', routing: a.routingName, loads: shared === null ? 'local' : 'shared' }, 'kvindex gateway ready');
   } catch (err) {
     logger.error({ err: (err as Error).message }, 'kvindex gateway could not start');
     shutdown.begin('could not start');
     await app.close();
     await ops?.close();
+    await shared?.close();
     await gateway.close();
     return shutdown.finished(1);
   }
@@ -176,6 +222,7 @@ export async function main(args: string[]): Promise<number> {
   logger.info({ signal }, 'shutting down');
   await shutdown.step('close the HTTP listener', () => app.close());
   await shutdown.step('close the metrics listener', async () => ops?.close());
+  await shutdown.step('tell the other gateways this one leaves', async () => shared?.close());
   const listeners = gateway.registry.listeners().length;
   await shutdown.step('close the engine listeners and health polls', () => gateway.close());
   logger.info({ listeners }, 'kvindex gateway stopped');

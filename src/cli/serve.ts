@@ -6,7 +6,6 @@
  * indexer, exit 0 (1 if the indexer failed while serving), within 1 s (shutdown.ts).
  */
 
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import { KvQueryService } from '../nats/query.js';
@@ -24,6 +23,7 @@ import { ServeMetrics } from '../serve/metrics.js';
 import { parseListenAddress, startOpsServer, type OpsServer } from '../serve/ops-server.js';
 import { Shutdown } from './shutdown.js';
 import { logLevelArg, UsageError } from './usage.js';
+import { NATS_AUTH_FLAGS, NATS_AUTH_USAGE, natsAuthFromFlags } from './nats-options.js';
 
 /** Content type of an empty scrape before start-up completes (prom-client's). */
 const PROMETHEUS_TEXT = 'text/plain; version=0.0.4; charset=utf-8';
@@ -33,17 +33,7 @@ const USAGE = `usage: kvindex serve [options]
   --nats <url>               NATS server (default: $NATS_SERVER, else nats://127.0.0.1:4222);
                              nats://user:pass@host:port and nats://token@host:port carry credentials
                              (never logged)
-  --nats-user <name>         NATS user (default: $NATS_AUTH_USERNAME); the password comes from
-                             --nats-password-file, the URL or $NATS_AUTH_PASSWORD
-  --nats-password-file <f>   file holding the NATS password (kept off the command line)
-  --nats-token-file <f>      file holding a NATS token (else the URL or $NATS_AUTH_TOKEN)
-  --nats-creds <f>           NATS credentials file, JWT + NKey (default: $NATS_AUTH_CREDENTIALS_FILE)
-  --nats-nkey-seed <f>       file holding an NKey user seed (default: $NATS_AUTH_NKEY_SEED_FILE)
-  --tls-ca <f>               CA certificate (PEM) that signed the NATS server's (default: $NATS_TLS_CA_FILE)
-  --tls-cert <f>, --tls-key <f>
-                             client certificate and key (PEM) for servers that verify clients
-                             (default: $NATS_TLS_CERT_FILE, $NATS_TLS_KEY_FILE)
-  --namespace <ns>           Dynamo namespace (default: dynamo)
+${NATS_AUTH_USAGE}  --namespace <ns>           Dynamo namespace (default: dynamo)
   --component <comp>         Dynamo component (default: backend)
   --shards <n>               shard threads; 0 indexes in the main thread (default: 0)
   --block-size <n>           tokens per block for token queries (default: 16)
@@ -124,14 +114,7 @@ function parse(args: string[]): ServeArgs | 'help' {
     allowPositionals: true,
     options: {
       nats: { type: 'string' },
-      'nats-user': { type: 'string' },
-      'nats-password-file': { type: 'string' },
-      'nats-token-file': { type: 'string' },
-      'nats-creds': { type: 'string' },
-      'nats-nkey-seed': { type: 'string' },
-      'tls-ca': { type: 'string' },
-      'tls-cert': { type: 'string' },
-      'tls-key': { type: 'string' },
+      ...NATS_AUTH_FLAGS,
       namespace: { type: 'string' },
       component: { type: 'string' },
       shards: { type: 'string' },
@@ -174,29 +157,7 @@ function parse(args: string[]): ServeArgs | 'help' {
   } catch (err) {
     throw new UsageError(reason(err));
   }
-  const secretFile = (name: string, path: string | undefined): string | undefined => {
-    if (path === undefined) return undefined;
-    try {
-      return readFileSync(path, 'utf8').trim();
-    } catch (err) {
-      throw new UsageError(`--${name}: cannot read ${path} (${String((err as { code?: unknown }).code ?? 'error')})`);
-    }
-  };
-  const tls = {
-    ...(values['tls-ca'] === undefined ? {} : { caFile: values['tls-ca'] }),
-    ...(values['tls-cert'] === undefined ? {} : { certFile: values['tls-cert'] }),
-    ...(values['tls-key'] === undefined ? {} : { keyFile: values['tls-key'] }),
-  };
-  const pass = secretFile('nats-password-file', values['nats-password-file']);
-  const token = secretFile('nats-token-file', values['nats-token-file']);
-  const auth: NatsAuthOptions = {
-    ...(values['nats-user'] === undefined ? {} : { user: values['nats-user'] }),
-    ...(pass === undefined ? {} : { pass }),
-    ...(token === undefined ? {} : { token }),
-    ...(values['nats-creds'] === undefined ? {} : { credsFile: values['nats-creds'] }),
-    ...(values['nats-nkey-seed'] === undefined ? {} : { nkeySeedFile: values['nats-nkey-seed'] }),
-    ...(Object.keys(tls).length === 0 ? {} : { tls }),
-  };
+  const auth = natsAuthFromFlags(values);
   const onBad = values['on-bad-snapshot'] ?? 'fail';
   if (onBad !== 'fail' && onBad !== 'skip') throw new UsageError(`--on-bad-snapshot: expected fail or skip, got '${onBad}'`);
   let metrics: ServeArgs['metrics'] = null;

@@ -14,6 +14,8 @@ export { readEngineUrl, Health, EngineCatalog } from './engine-catalog.js';
 export { GatewayError } from './openai-error.js';
 export { Outcome } from './observer.js';
 export { LocalTokenizer } from './local-tokenizer.js';
+export { SharedLoads, SharedLoadsState } from './shared-loads.js';
+export { registerSharedLoadsMetrics } from './shared-loads-metrics.js';
 
 // Types
 export type { GatewayOptions } from './gateway.js';
@@ -22,3 +24,4 @@ export type { GatewayPluginOptions } from './plugin.js';
 export type { OpenAiRequest, Prompt } from './openai-request.js';
 export type { EngineEntry, CatalogEngine, ListedModel } from './engine-catalog.js';
 export type { GatewayObserver } from './observer.js';
+export type { SharedLoadsOptions, SharedLoadsStats } from './shared-loads.js';
