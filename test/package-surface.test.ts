@@ -37,7 +37,7 @@ const EXPECTED: Record<string, string[]> = {
   'kvindex/http': ['EngineRegistry', 'HttpRequestError', 'registerIndexerRoutes', 'engineReadiness'],
   'kvindex/gateway': [
     'EngineCatalog', 'Endpoint', 'Gateway', 'GatewayError', 'Health', 'LocalTokenizer', 'Outcome', 'TENANT_HEADER', 'engineHeaders',
-    'gatewayPlugin', 'readEngineUrl', 'readOpenAiRequest', 'relay',
+    'gatewayPlugin', 'readEngineUrl', 'readOpenAiRequest', 'relay', 'RemoteIndexClient', 'ReplicaFailure', 'FailOpen', 'RemoteIndexMetrics',
   ],
 };
 

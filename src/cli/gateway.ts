@@ -21,6 +21,7 @@ import { parseListenAddress, startOpsServer, type OpsServer } from '../serve/ops
 import { quietFastify } from '../serve/quiet-fastify.js';
 import { Shutdown } from './shutdown.js';
 import { warnIfZmqMissing } from './zmq-missing.js';
+import { readIndexArgs, remoteIndexFor, INDEX_USAGE, INDEX_OPTIONS, type IndexArgs } from './gateway-index.js';
 import { logLevelArg, UsageError } from './usage.js';
 
 export const GATEWAY_USAGE = `usage: kvindex gateway --http <[host:]port> [options]
@@ -46,7 +47,7 @@ export const GATEWAY_USAGE = `usage: kvindex gateway --http <[host:]port> [optio
   --prefill-load-scale <x>   weight of a candidate's uncached prefill in its cost against its
                              in-flight blocks (Dynamo's kv_overlap_score_weight), over --routing's
                              (kv: 30, dynamo: 1)
-  --metrics <host:port>      serve GET /metrics (Prometheus), /health and /ready on their own
+${INDEX_USAGE}  --metrics <host:port>      serve GET /metrics (Prometheus), /health and /ready on their own
                              listener (host defaults to 127.0.0.1; port 0 picks one, logged)
   --log-level <level>        pino level: debug, info, warn, error (default: info)
   --help                     print this
@@ -72,6 +73,7 @@ interface GatewayArgs {
   chatTemplate: string | null;
   logLevel: string;
   metrics: { host: string; port: number } | null;
+  index: IndexArgs | null;
 }
 
 function parse(args: string[]): GatewayArgs | 'help' {
@@ -94,6 +96,7 @@ function parse(args: string[]): GatewayArgs | 'help' {
       'log-level': { type: 'string' },
       metrics: { type: 'string' },
       help: { type: 'boolean' },
+      ...INDEX_OPTIONS,
     },
   });
   if (values.help === true) return 'help';
@@ -126,6 +129,7 @@ function parse(args: string[]): GatewayArgs | 'help' {
     bodyLimit: positiveInt('body-limit', values['body-limit'], 16 * 1024 * 1024, 2 ** 30),
     logLevel: level,
     metrics: values.metrics === undefined ? null : address('metrics', values.metrics),
+    index: readIndexArgs(values),
   };
 }
 
@@ -148,9 +152,10 @@ export async function main(args: string[]): Promise<number> {
   const logger = pino({ name: 'kvindex', level: a.logLevel }, pino.destination({ fd: 2, sync: true }));
   // The same stop contract as `serve` (shutdown.ts): exit within 1 s of SIGTERM/SIGINT.
   const shutdown = new Shutdown(logger);
-  await warnIfZmqMissing(logger);
+  if (a.index === null) await warnIfZmqMissing(logger);
   const metrics = a.metrics === null ? null : new GatewayMetrics();
-  const gateway = new Gateway({ logger, topic: a.topic, healthIntervalMs: a.healthIntervalMs, staleMs: a.staleMs, routing: a.routing, tokenizer, ...(metrics === null ? {} : { observer: metrics }) });
+  const remoteIndex = a.index === null ? null : remoteIndexFor(a.index, logger, metrics);
+  const gateway = new Gateway({ logger, topic: a.topic, healthIntervalMs: a.healthIntervalMs, staleMs: a.staleMs, routing: a.routing, tokenizer, remoteIndex, ...(metrics === null ? {} : { observer: metrics }) });
   metrics?.watch(gateway);
   const app = quietFastify(logger);
   let ops: OpsServer | null = null;
@@ -162,7 +167,7 @@ export async function main(args: string[]): Promise<number> {
       logger.info({ metricsUrl: ops.url }, 'metrics, health and readiness served over HTTP');
     }
     const address = await app.listen({ host: a.listen.host, port: a.listen.port });
-    logger.info({ address, engines: engines.length, auth: a.token !== null, tokenizer: a.tokenizer === null ? 'engine' : 'local', routing: a.routingName }, 'kvindex gateway ready');
+    logger.info({ address, engines: engines.length, auth: a.token !== null, tokenizer: a.tokenizer === null ? 'engine' : 'local', routing: a.routingName, ...(remoteIndex === null ? {} : { index: remoteIndex.replicas, indexDeadlineMs: remoteIndex.deadlineMs, indexHedgeMs: remoteIndex.hedgeMs }) }, 'kvindex gateway ready');
   } catch (err) {
     logger.error({ err: (err as Error).message }, 'kvindex gateway could not start');
     shutdown.begin('could not start');
