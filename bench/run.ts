@@ -40,6 +40,7 @@ const SUITES: Array<[string, () => Promise<Suite>]> = [
   ['ttft', async () => (await import('./ttft.bench.js')).run],
   ['gateway', async () => (await import('./gateway.bench.js')).run],
   ['peers', async () => (await import('./peers.bench.js')).run],
+  ['remote-index', async () => (await import('./remote-index.bench.js')).run],
 ];
 
 /** The suites of `--quick`: each on a subset; the threaded and NATS suites need `--only`. */

@@ -19,7 +19,8 @@
  *   deadline passed) with its answer missing. Not one: a loaded host stalls a replica for a few
  *   ms now and then, and a stall of both would back both off, making every lookup of the next
  *   100 ms a fail-open; a late answer restarts the count. The back-off starts at `backoffMs`, doubles at each failure in a row up to
- *   `maxBackoffMs`; a 200 in time resets it. When it ends, the replica is eligible again and
+ *   `maxBackoffMs` (1 s: longer left a gateway failing open for seconds after a host stall had
+ *   passed, and a probe a second of a dead replica costs one hedge delay); a 200 in time resets it. When it ends, the replica is eligible again and
  *   its next lookup is the probe (one more failure: twice as long).
  * - A late answer (after the deadline) is read and dropped (counted); it proves the replica
  *   alive (its miss streak restarts) but does not end a back-off. Attempts end for good after
@@ -69,7 +70,7 @@ export interface RemoteIndexOptions {
   hedgeMs?: number;
   /** First back-off of a failed replica, ms (default 100). */
   backoffMs?: number;
-  /** Longest back-off, ms (default 5,000). */
+  /** Longest back-off, ms (default 1,000: a dead replica costs one probe a second). */
   maxBackoffMs?: number;
   /** Lookups in a row that ended without the replica's answer (another answered, or the deadline passed) before it is backed off (default 3). */
   missesBeforeBackoff?: number;
@@ -217,7 +218,7 @@ export class RemoteIndexClient {
     this.deadlineMs = positive('deadlineMs', options.deadlineMs, 2);
     this.hedgeMs = positive('hedgeMs', options.hedgeMs, Math.max(1, Math.floor(this.deadlineMs / 2)));
     this.#backoffMs = positive('backoffMs', options.backoffMs, 100);
-    this.#maxBackoffMs = Math.max(this.#backoffMs, positive('maxBackoffMs', options.maxBackoffMs, 5_000));
+    this.#maxBackoffMs = Math.max(this.#backoffMs, positive('maxBackoffMs', options.maxBackoffMs, 1_000));
     this.#misses = positive('missesBeforeBackoff', options.missesBeforeBackoff, 3);
     this.#attemptTimeoutMs = Math.max(this.deadlineMs, positive('attemptTimeoutMs', options.attemptTimeoutMs, 1_000));
     this.#warnIntervalMs = positive('warnIntervalMs', options.warnIntervalMs, 10_000);
@@ -263,7 +264,10 @@ export class RemoteIndexClient {
         this.#settle(p, this.#failOpen(FailOpen.NoReplica, t0));
         return;
       }
-      p.deadline = setTimeout(() => this.#onDeadline(p), this.deadlineMs);
+      // Checked in the next check phase, after the poll phase read what had arrived: when the
+      // event loop runs late, the timers phase comes first, and an answer already in the socket
+      // would otherwise lose to its own deadline.
+      p.deadline = setTimeout(() => setImmediate(() => this.#onDeadline(p)), this.deadlineMs);
       if (this.#replicas.length > 1 && this.hedgeMs < this.deadlineMs) {
         p.hedge = setTimeout(() => {
           p.hedge = null;
