@@ -15,6 +15,7 @@ import { Gateway } from '../src/gateway/gateway.js';
 import { RemoteIndexClient, readScores } from '../src/gateway/remote-index.js';
 import { Endpoint, readOpenAiRequest } from '../src/gateway/openai-request.js';
 import type { EngineEntry } from '../src/gateway/engine-catalog.js';
+import { readIndexArgs } from '../src/cli/gateway-index.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { ServeProcess } from './support/serve-process.js';
 import { VllmPublisher, zmqAvailable } from './support/vllm-publisher.js';
@@ -261,5 +262,29 @@ describe('readScores: what a replica answers', () => {
       '{"scores":{"01":{"0":16}}}', '{"scores":{"7":{"0":17}}}', '{"scores":{"7":{"0":"16"}}}', '{"scores":{"7":{"x":16}}}', '{"scores":{"7":[16]}}', '{"scores":{"7":{"0":-16}}}']) {
       expect(readScores(bad, 16), bad).toBeNull();
     }
+  });
+});
+
+describe('kvindex gateway --index flags', () => {
+  it('reads the replicas, the deadline (default 2) and the hedge (default: the client\'s)', () => {
+    expect(readIndexArgs({ index: 'http://127.0.0.1:8090, http://127.0.0.1:8091' })).toEqual({ replicas: ['http://127.0.0.1:8090', 'http://127.0.0.1:8091'], deadlineMs: 2, hedgeMs: null });
+    expect(readIndexArgs({ index: 'http://a:1', 'index-deadline-ms': '5', 'index-hedge-ms': '2' })).toEqual({ replicas: ['http://a:1'], deadlineMs: 5, hedgeMs: 2 });
+    expect(readIndexArgs({})).toBeNull();
+    expect(new RemoteIndexClient({ replicas: ['http://a:1'] }).hedgeMs).toBe(1);
+  });
+
+  it('refuses bad values with a usage error naming the flag', () => {
+    const bad: Array<[Record<string, string>, string]> = [
+      [{ 'index-deadline-ms': '2' }, '--index-deadline-ms: only with --index'],
+      [{ index: 'http://a:1', 'index-deadline-ms': '0' }, '--index-deadline-ms'],
+      [{ index: 'http://a:1', 'index-hedge-ms': '1.5' }, '--index-hedge-ms'],
+      [{ index: 'tcp://a:1' }, '--index: replica'],
+      [{ index: 'http://user:secret@a:1' }, '--index: replica'],
+      [{ index: 'http://a:1,http://a:1/' }, 'listed twice'],
+      [{ index: ',' }, '--index'],
+      [{ index: 'http://a:1', topic: 'x' }, '--topic'],
+    ];
+    for (const [values, message] of bad) expect(() => readIndexArgs(values), JSON.stringify(values)).toThrow(message);
+    expect(() => readIndexArgs({ index: 'http://user:secret@a:1' })).not.toThrow(/secret/);
   });
 });

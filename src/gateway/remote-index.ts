@@ -175,7 +175,9 @@ export function readReplicaUrl(text: string): string {
   } catch {
     throw new KvIndexError(ErrorCode.InvalidOption, `replica: not a URL: ${showValue(text)}`);
   }
-  if ((u.protocol !== 'http:' && u.protocol !== 'https:') || u.search !== '' || u.hash !== '' || u.username !== '' || u.password !== '' || (u.pathname !== '/' && u.pathname !== '')) {
+  // Never echoed: the URL may hold a password.
+  if (u.username !== '' || u.password !== '') throw new KvIndexError(ErrorCode.InvalidOption, 'replica: a URL with credentials is not accepted');
+  if ((u.protocol !== 'http:' && u.protocol !== 'https:') || u.search !== '' || u.hash !== '' || (u.pathname !== '/' && u.pathname !== '')) {
     throw new KvIndexError(ErrorCode.InvalidOption, `replica: expected http(s)://host:port, got ${showValue(text)}`);
   }
   return u.origin;
