@@ -192,7 +192,9 @@ describe.skipIf(!(await zmqAvailable()))('kvindex gateway --index (remote lookup
       expect(a!.failures.timeout).toBeGreaterThanOrEqual(1);
       expect(a!.attempts).toBeLessThanOrEqual(6);
       expect(b!.answered).toBe(2 * prompts.length);
-      expect(s.secondAnswered).toBe(a!.attempts);
+      // Each lookup asking A first was answered by B, second (a hedge to A after a slow B is not).
+      expect(s.secondAnswered).toBeGreaterThanOrEqual(1);
+      expect(s.secondAnswered).toBeLessThanOrEqual(a!.attempts);
     } finally {
       replicas[0]!.signal('SIGCONT');
       await remote.close();
