@@ -16,9 +16,10 @@
  * - A replica is backed off (skipped) after an error, a refused connection, an answer that is
  *   not 200 with scores (garbage, a 5xx, `503 KVX_RECOVERING` while it recovers from a peer), or
  *   `missesBeforeBackoff` (3) lookups in a row that ended (another replica answered, or the
- *   deadline passed) with its answer missing. Not one: a loaded host stalls a replica for a few
- *   ms now and then, and a stall of both would back both off, making every lookup of the next
- *   100 ms a fail-open; a late answer restarts the count. The back-off starts at `backoffMs`, doubles at each failure in a row up to
+ *   deadline passed) without its answer while it has been silent (no answer at all, late ones
+ *   included) for `silenceMs` (20 ms): dead, not slow. Slow replicas are not backed off, and the
+ *   last eligible replica never is for slowness (measured: backing off replicas after 3 slow
+ *   answers each failed 95 % of the lookups open on a busy host). The back-off starts at `backoffMs`, doubles at each failure in a row up to
  *   `maxBackoffMs` (1 s: longer left a gateway failing open for seconds after a host stall had
  *   passed, and a probe a second of a dead replica costs one hedge delay); a 200 in time resets it. When it ends, the replica is eligible again and
  *   its next lookup is the probe (one more failure: twice as long).
@@ -74,6 +75,11 @@ export interface RemoteIndexOptions {
   maxBackoffMs?: number;
   /** Lookups in a row that ended without the replica's answer (another answered, or the deadline passed) before it is backed off (default 3). */
   missesBeforeBackoff?: number;
+  /**
+   * A replica owing an answer this long with no answer of any kind (late ones count) is silent,
+   * and backed off after `missesBeforeBackoff` lookups missed it (default: 10 deadlines, at least 20 ms).
+   */
+  silenceMs?: number;
   /** An attempt's answer is awaited this long at most, then it fails (default 1,000 ms). */
   attemptTimeoutMs?: number;
   /** Keep-alive connections per replica (default 16). */
@@ -135,6 +141,8 @@ class Replica {
   readonly stats: ReplicaStats;
   /** Lookups in a row that ended without this replica's answer. */
   misses = 0;
+  /** Since when it owes an answer (its oldest attempt sent after its last answer), or -1. */
+  owedSince = -1;
   /** The current back-off, ms (0: none since the last success). */
   backoff = 0;
 
@@ -202,6 +210,7 @@ export class RemoteIndexClient {
   readonly #backoffMs: number;
   readonly #maxBackoffMs: number;
   readonly #misses: number;
+  readonly #silenceMs: number;
   readonly #attemptTimeoutMs: number;
   readonly #warnIntervalMs: number;
   readonly #logger: Logger | null;
@@ -222,6 +231,7 @@ export class RemoteIndexClient {
     this.#backoffMs = positive('backoffMs', options.backoffMs, 100);
     this.#maxBackoffMs = Math.max(this.#backoffMs, positive('maxBackoffMs', options.maxBackoffMs, 1_000));
     this.#misses = positive('missesBeforeBackoff', options.missesBeforeBackoff, 3);
+    this.#silenceMs = positive('silenceMs', options.silenceMs, Math.max(20, 10 * this.deadlineMs));
     this.#attemptTimeoutMs = Math.max(this.deadlineMs, positive('attemptTimeoutMs', options.attemptTimeoutMs, 1_000));
     this.#warnIntervalMs = positive('warnIntervalMs', options.warnIntervalMs, 10_000);
     const connections = positive('connections', options.connections, 16);
@@ -289,6 +299,7 @@ export class RemoteIndexClient {
       if (p.tried.length === 0) this.#turn = (this.#turn + k + 1) % n;
       p.tried.push(r);
       p.waiting.push(r);
+      if (r.owedSince < 0) r.owedSince = now;
       r.stats.attempts++;
       void this.#attempt(p, r, p.tried.length > 1);
       return true;
@@ -322,6 +333,8 @@ export class RemoteIndexClient {
       detail = (err as Error).message;
     }
     p.waiting.splice(p.waiting.indexOf(r), 1);
+    // Any HTTP answer, late or failed, shows the replica alive: slow is not silent.
+    if (failure !== ReplicaFailure.Error) r.owedSince = r.pool.stats.pending + r.pool.stats.running > 0 ? performance.now() : -1;
     if (failure === null && scores !== null) {
       r.misses = 0;
       if (p.settled) {
@@ -380,8 +393,14 @@ export class RemoteIndexClient {
     // The replicas asked and still silent missed this lookup (answered by another, or past the
     // deadline). A paused replica is backed off after `missesBeforeBackoff` of them, so it costs
     // at most that many hedge delays, not one per lookup.
+    const now = performance.now();
     for (const rep of p.waiting) {
-      if (++rep.misses >= this.#misses && rep.stats.backedOffUntil <= performance.now()) {
+      ++rep.misses;
+      // Silent (no answer at all) for `silenceMs`, not merely slow: a loaded replica that answers
+      // late was backed off after 3 slow answers, and both replicas of a busy host then were,
+      // failing 95 % of lookups open (bench, 1,000 lookups/s). Never the last eligible replica
+      // for slowness alone: then the lookups wait for it up to their deadline.
+      if (rep.misses >= this.#misses && rep.owedSince >= 0 && now - rep.owedSince >= this.#silenceMs && rep.stats.backedOffUntil <= now && this.eligibleCount(now) > 1) {
         rep.stats.failures.timeout++;
         this.#backOff(rep, ReplicaFailure.Timeout, `${rep.misses} lookups in a row without its answer (deadline ${this.deadlineMs} ms)`);
       }
