@@ -43,6 +43,7 @@ const SUITES: Array<[string, () => Promise<Suite>]> = [
   ['peers', async () => (await import('./peers.bench.js')).run],
   ['restore', async () => (await import('./restore.bench.js')).run],
   ['shared-loads', async () => (await import('./shared-loads.bench.js')).run],
+  ['remote-index', async () => (await import('./remote-index.bench.js')).run],
 ];
 
 /** The suites of `--quick`: each on a subset; the threaded and NATS suites need `--only`. */

@@ -37,7 +37,7 @@ const EXPECTED: Record<string, string[]> = {
   'kvindex/http': ['EngineRegistry', 'HttpRequestError', 'registerIndexerRoutes', 'engineReadiness'],
   'kvindex/gateway': [
     'EngineCatalog', 'Endpoint', 'Gateway', 'GatewayError', 'Health', 'LocalTokenizer', 'Outcome', 'SharedLoads', 'SharedLoadsState', 'TENANT_HEADER', 'engineHeaders',
-    'gatewayPlugin', 'readEngineUrl', 'readOpenAiRequest', 'registerSharedLoadsMetrics', 'relay',
+    'gatewayPlugin', 'readEngineUrl', 'readOpenAiRequest', 'registerSharedLoadsMetrics', 'relay', 'RemoteIndexClient', 'ReplicaFailure', 'FailOpen', 'RemoteIndexMetrics',
   ],
 };
 

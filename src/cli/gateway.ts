@@ -21,6 +21,7 @@ import { parseListenAddress, startOpsServer, type OpsServer } from '../serve/ops
 import { quietFastify } from '../serve/quiet-fastify.js';
 import { Shutdown } from './shutdown.js';
 import { warnIfZmqMissing } from './zmq-missing.js';
+import { readIndexArgs, remoteIndexFor, INDEX_USAGE, INDEX_OPTIONS, type IndexArgs } from './gateway-index.js';
 import { logLevelArg, UsageError } from './usage.js';
 import { NATS_AUTH_FLAGS, NATS_AUTH_USAGE, natsAuthFromFlags } from './nats-options.js';
 import { SharedLoads, type SharedLoadsOptions } from '../gateway/shared-loads.js';
@@ -58,7 +59,7 @@ ${NATS_AUTH_USAGE}  --namespace <ns>, --component <comp>
   --loads-heartbeat <ms>     --nats: announce this gateway every <ms> (default: 1000)
   --loads-expiry <ms>        --nats: free a gateway's loads when its heartbeats stop this long
                              (default: 5000; more than --loads-heartbeat)
-  --metrics <host:port>      serve GET /metrics (Prometheus), /health and /ready on their own
+${INDEX_USAGE}  --metrics <host:port>      serve GET /metrics (Prometheus), /health and /ready on their own
                              listener (host defaults to 127.0.0.1; port 0 picks one, logged)
   --log-level <level>        pino level: debug, info, warn, error (default: info)
   --help                     print this
@@ -85,6 +86,7 @@ interface GatewayArgs {
   logLevel: string;
   metrics: { host: string; port: number } | null;
   sharedLoads: SharedLoadsOptions | null;
+  index: IndexArgs | null;
 }
 
 function parse(args: string[]): GatewayArgs | 'help' {
@@ -113,6 +115,7 @@ function parse(args: string[]): GatewayArgs | 'help' {
       'loads-heartbeat': { type: 'string' },
       'loads-expiry': { type: 'string' },
       help: { type: 'boolean' },
+      ...INDEX_OPTIONS,
     },
   });
   if (values.help === true) return 'help';
@@ -146,6 +149,7 @@ function parse(args: string[]): GatewayArgs | 'help' {
     logLevel: level,
     metrics: values.metrics === undefined ? null : address('metrics', values.metrics),
     sharedLoads: sharedLoadsArgs(values),
+    index: readIndexArgs(values),
   };
 }
 
@@ -183,7 +187,7 @@ export async function main(args: string[]): Promise<number> {
   const logger = pino({ name: 'kvindex', level: a.logLevel }, pino.destination({ fd: 2, sync: true }));
   // The same stop contract as `serve` (shutdown.ts): exit within 1 s of SIGTERM/SIGINT.
   const shutdown = new Shutdown(logger);
-  await warnIfZmqMissing(logger);
+  if (a.index === null) await warnIfZmqMissing(logger);
   const metrics = a.metrics === null ? null : new GatewayMetrics();
   let shared: SharedLoads | null = null;
   try {
@@ -194,7 +198,8 @@ export async function main(args: string[]): Promise<number> {
   }
   const routing = shared === null ? a.routing : { ...a.routing, ...shared.routerOptions() };
   if (metrics !== null && shared !== null) registerSharedLoadsMetrics(metrics.registry, shared);
-  const gateway = new Gateway({ logger, topic: a.topic, healthIntervalMs: a.healthIntervalMs, staleMs: a.staleMs, routing, tokenizer, ...(metrics === null ? {} : { observer: metrics }) });
+  const remoteIndex = a.index === null ? null : remoteIndexFor(a.index, logger, metrics);
+  const gateway = new Gateway({ logger, topic: a.topic, healthIntervalMs: a.healthIntervalMs, staleMs: a.staleMs, routing, tokenizer, remoteIndex, ...(metrics === null ? {} : { observer: metrics }) });
   metrics?.watch(gateway);
   const app = quietFastify(logger);
   let ops: OpsServer | null = null;
@@ -207,7 +212,7 @@ export async function main(args: string[]): Promise<number> {
       logger.info({ metricsUrl: ops.url }, 'metrics, health and readiness served over HTTP');
     }
     const address = await app.listen({ host: a.listen.host, port: a.listen.port });
-    logger.info({ address, engines: engines.length, auth: a.token !== null, tokenizer: a.tokenizer === null ? 'engine' : 'local', routing: a.routingName, loads: shared === null ? 'local' : 'shared' }, 'kvindex gateway ready');
+    logger.info({ address, engines: engines.length, auth: a.token !== null, tokenizer: a.tokenizer === null ? 'engine' : 'local', routing: a.routingName, loads: shared === null ? 'local' : 'shared', ...(remoteIndex === null ? {} : { index: remoteIndex.replicas, indexDeadlineMs: remoteIndex.deadlineMs, indexHedgeMs: remoteIndex.hedgeMs }) }, 'kvindex gateway ready');
   } catch (err) {
     logger.error({ err: (err as Error).message }, 'kvindex gateway could not start');
     shutdown.begin('could not start');

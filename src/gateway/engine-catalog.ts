@@ -13,6 +13,11 @@
  * (the index held fewer than the prompt's blocks for it) and sent no event for `staleMs`
  * after is "stale": it is excluded from the index's scores (so routed by load only: fail-open,
  * never refused) until its next event, and counted.
+ *
+ * Remote mode (`remote: true`, the gateway's `--index`): the engines' events go to replicas of
+ * `serve --http`, not here. An engine is then registered without a listener (`listener` null):
+ * its (model, tenant) gets an empty index (for its block size and the model's existence), and
+ * there is no events-stopped check (a replica excludes an engine whose events are lost).
  */
 
 import type { Logger } from 'pino';
@@ -49,7 +54,8 @@ export interface CatalogEngine {
   readonly tenantId: string;
   readonly dpRank: number;
   readonly url: string;
-  readonly listener: ListenerEntry;
+  /** Its ZMQ listener; null in remote mode (the replicas listen). */
+  readonly listener: ListenerEntry | null;
   /** Messages seen from its listener at the last check. */
   seenMessages: number;
   /** Since when an event is owed (performance.now() ms), or null. */
@@ -63,6 +69,8 @@ export interface EngineCatalogOptions {
   /** No event for this long after an owed one: stale (default 10,000 ms). */
   staleMs?: number;
   logger?: Logger;
+  /** Engines' events are read by index replicas, not by this registry (default false). */
+  remote?: boolean;
 }
 
 const key = (instanceId: bigint, modelName: string, tenantId: string, dpRank: number): string => JSON.stringify([String(instanceId), modelName, tenantId, dpRank]);
@@ -89,6 +97,7 @@ export class EngineCatalog {
   readonly #urls = new Map<string, UrlState>();
   readonly #staleMs: number;
   readonly #logger: Logger | null;
+  readonly #remote: boolean;
   /** Engines that went stale, counted (a metric). */
   staleTransitions = 0;
 
@@ -96,10 +105,21 @@ export class EngineCatalog {
     this.registry = registry;
     this.#staleMs = options.staleMs ?? 10_000;
     this.#logger = options.logger ?? null;
+    this.#remote = options.remote ?? false;
   }
 
   /** Registers an engine (its ZMQ listener, then its URL). Throws the registry's `HttpRequestError`s. */
   async register(e: EngineEntry): Promise<void> {
+    if (this.#remote) {
+      // 409 on another block size for the (model, tenant), as a registration with a listener.
+      this.registry.restoreIndex(e.modelName, e.tenantId, e.blockSize, []);
+      this.#engines.set(key(e.instanceId, e.modelName, e.tenantId, e.dpRank), {
+        instanceId: e.instanceId, modelName: e.modelName, tenantId: e.tenantId, dpRank: e.dpRank, url: e.url, listener: null,
+        seenMessages: 0, owedSince: null, owedMessages: 0, stale: false,
+      });
+      if (!this.#urls.has(e.url)) this.#urls.set(e.url, { health: Health.Unknown, models: [], adapters: new Map() });
+      return;
+    }
     await this.registry.register(e);
     const listener = this.registry.listeners().find((l) => l.instanceId === e.instanceId && l.modelName === e.modelName && l.tenantId === e.tenantId && l.dpRank === e.dpRank);
     if (listener === undefined) return; // unregistered meanwhile
@@ -112,9 +132,19 @@ export class EngineCatalog {
 
   /** Unregisters as the registry does; returns how many listeners matched. */
   async unregister(r: UnregisterRequest): Promise<number> {
-    const n = await this.registry.unregister(r);
-    const live = new Set(this.registry.listeners());
-    for (const [k, e] of this.#engines) if (!live.has(e.listener)) this.#engines.delete(k);
+    let n = 0;
+    if (this.#remote) {
+      for (const [k, e] of this.#engines) {
+        if (e.instanceId === r.instanceId && e.modelName === r.modelName && (r.tenantId === null || e.tenantId === r.tenantId) && (r.dpRank === null || e.dpRank === r.dpRank)) {
+          this.#engines.delete(k);
+          n++;
+        }
+      }
+    } else {
+      n = await this.registry.unregister(r);
+      const live = new Set(this.registry.listeners());
+      for (const [k, e] of this.#engines) if (e.listener !== null && !live.has(e.listener)) this.#engines.delete(k);
+    }
     const used = new Set([...this.#engines.values()].map((e) => e.url));
     for (const url of [...this.#urls.keys()]) if (!used.has(url)) this.#urls.delete(url);
     return n;
@@ -190,6 +220,7 @@ export class EngineCatalog {
    * listener since `messagesAtDispatch`, an event is owed from now.
    */
   owe(e: CatalogEngine, messagesAtDispatch: number, now: number): void {
+    if (e.listener === null) return; // remote mode: the replicas watch the events
     const messages = e.listener.source.stats().messages;
     if (messages !== messagesAtDispatch) return; // paid already
     // An older debt still unpaid keeps its time; one paid but not yet checked is replaced
@@ -202,6 +233,7 @@ export class EngineCatalog {
   /** The staleness check (health.ts runs it at each poll). */
   checkEvents(now: number): void {
     for (const e of this.#engines.values()) {
+      if (e.listener === null) continue;
       const messages = e.listener.source.stats().messages;
       // A message after the owing request's dispatch pays the debt (not one before it that the
       // last check had not seen yet).
@@ -228,7 +260,10 @@ export class EngineCatalog {
     for (const e of this.#engines.values()) {
       const h = this.health(e.url);
       if (h === Health.Down) continue;
-      if (h === Health.Unknown || e.stale || e.listener.source.state !== SourceState.Active) waiting.push(`${e.instanceId.toString()}/${e.dpRank} (${e.url}: ${h === Health.Unknown ? 'health unknown' : e.stale ? 'events stopped' : `listener ${e.listener.source.state}`})`);
+      // Remote mode: health alone; the replicas' state is not readiness (a gateway whose
+      // replicas are all down still routes, by load: fail-open).
+      const listening = e.listener === null || e.listener.source.state === SourceState.Active;
+      if (h === Health.Unknown || e.stale || !listening) waiting.push(`${e.instanceId.toString()}/${e.dpRank} (${e.url}: ${h === Health.Unknown ? 'health unknown' : e.stale ? 'events stopped' : `listener ${e.listener?.source.state}`})`);
     }
     return waiting.length === 0 ? { ready: true, reason: '', lag: 0 } : { ready: false, reason: `not ready: ${waiting.join(', ')}`, lag: 0 };
   }

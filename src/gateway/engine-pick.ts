@@ -19,6 +19,11 @@ export interface EnginePick {
   /** Time spent tokenizing (0 for token ids) and deciding, ms. */
   readonly tokenizeMs: number;
   readonly routeMs: number;
+  /**
+   * With remote lookups (`--index`): true when no replica answered within the deadline and the
+   * engine was chosen by load alone (fail-open); absent otherwise.
+   */
+  readonly indexFailOpen?: boolean;
   /** Whether `free` ran. */
   freed: boolean;
 }

@@ -9,6 +9,10 @@
  * Owns the engine registry (ZMQ listeners, indexes, routers), the catalog (URLs, health,
  * adapters, event watch), the health poller and the undici dispatcher used for every
  * upstream call.
+ *
+ * With `remoteIndex` (`kvindex gateway --index`), the overlaps come from replicas of
+ * `serve --http` within a deadline instead (remote-routing.ts): no ZMQ listener is started, and
+ * a lookup that fails open routes by load alone.
  */
 
 import type { Logger } from 'pino';
@@ -27,6 +31,8 @@ import type { EnginePick } from './engine-pick.js';
 import { NOOP_OBSERVER, type GatewayObserver } from './observer.js';
 import type { LocalTokenizer } from './local-tokenizer.js';
 import { ROUTING_PRESETS } from '../router/presets.js';
+import type { RemoteIndexClient } from './remote-index.js';
+import { RemoteRouting, type RemoteScores } from './remote-routing.js';
 
 export interface GatewayOptions {
   logger?: Logger;
@@ -49,6 +55,11 @@ export interface GatewayOptions {
   observer?: GatewayObserver;
   /** Tokenize text and chat here instead of on an engine (local-tokenizer.ts). */
   tokenizer?: LocalTokenizer | null;
+  /**
+   * Ask these index replicas for the overlaps (with their deadline) instead of listening to the
+   * engines' KV events (default: none, listen). The gateway closes it in `close()`.
+   */
+  remoteIndex?: RemoteIndexClient | null;
 }
 
 export class Gateway {
@@ -58,6 +69,10 @@ export class Gateway {
   readonly dispatcher: Dispatcher;
   readonly observer: GatewayObserver;
   readonly logger: Logger | null;
+  /** The remote lookups (`remoteIndex`), or null. */
+  readonly remote: RemoteRouting | null;
+  /** Each remote pick's lookup, for its repick. */
+  readonly #lookups = new WeakMap<EnginePick, RemoteScores>();
   readonly #tokenizeTimeoutMs: number;
   readonly #local: LocalTokenizer | null;
   /** Prompts the local tokenizer could not map, sent to an engine's /tokenize instead. */
@@ -68,7 +83,9 @@ export class Gateway {
 
   constructor(options: GatewayOptions = {}) {
     this.logger = options.logger ?? null;
+    this.remote = options.remoteIndex == null ? null : new RemoteRouting(options.remoteIndex);
     this.registry = new EngineRegistry({
+      ...(this.remote === null ? {} : { routerIndex: this.remote.index }),
       ...(options.logger === undefined ? {} : { logger: options.logger }),
       ...(options.topic === undefined ? {} : { topic: options.topic }),
       routing: options.routing ?? ROUTING_PRESETS.kv,
@@ -76,6 +93,7 @@ export class Gateway {
     this.catalog = new EngineCatalog(this.registry, {
       ...(options.staleMs === undefined ? {} : { staleMs: options.staleMs }),
       ...(options.logger === undefined ? {} : { logger: options.logger }),
+      remote: this.remote !== null,
     });
     // keep-alive connections to each engine; a connect that hangs is a failure before the first byte.
     this.dispatcher = new Agent({ keepAliveTimeout: 30_000, connect: { timeout: options.connectTimeoutMs ?? 2_000 } });
@@ -113,7 +131,12 @@ export class Gateway {
     if (request.prompt.kind === 'tokens') tokens = request.prompt.tokens;
     else tokens = await this.#tokenize(request, resolved.base, tenantId, candidates, authorization);
     const t1 = performance.now();
-    const pick = this.#route(request, tokens, resolved.base, resolved.loraName, tenantId, candidates, `gw-${this.#nextId++}`, t1 - t0, t1);
+    let remote: RemoteScores | null = null;
+    if (this.remote !== null) {
+      const blockSize = this.registry.index(resolved.base, tenantId)?.index.blockSize;
+      if (blockSize !== undefined) remote = await this.remote.lookup(resolved.base, tenantId, resolved.loraName, blockSize, tokens);
+    }
+    const pick = this.#route(request, tokens, resolved.base, resolved.loraName, tenantId, candidates, `gw-${this.#nextId++}`, t1 - t0, t1, remote);
     this.observer.routed(request.model, pick);
     return pick;
   }
@@ -128,15 +151,21 @@ export class Gateway {
     const candidates = this.catalog.candidates(failed.baseModel, failed.tenantId, failed.loraName, exclude);
     if (candidates.length === 0) throw new GatewayError(502, 'upstream_failed', 'the engine failed and no other engine serving the model is up');
     const t0 = performance.now();
-    return this.#route(request, failed.tokens, failed.baseModel, failed.loraName, failed.tenantId, candidates, `gw-${this.#nextId++}`, failed.tokenizeMs, t0);
+    return this.#route(request, failed.tokens, failed.baseModel, failed.loraName, failed.tenantId, candidates, `gw-${this.#nextId++}`, failed.tokenizeMs, t0, this.#lookups.get(failed) ?? null);
   }
 
-  #route(request: OpenAiRequest, tokens: Uint32Array, base: string, loraName: string | null, tenantId: string, candidates: WorkerCandidate[], requestId: string, tokenizeMs: number, t0: number): EnginePick {
+  #route(request: OpenAiRequest, tokens: Uint32Array, base: string, loraName: string | null, tenantId: string, candidates: WorkerCandidate[], requestId: string, tokenizeMs: number, t0: number, remote: RemoteScores | null = null): EnginePick {
     const router = this.registry.router(base, tenantId);
     if (router === undefined) throw new GatewayError(404, 'model_not_found', `The model ${JSON.stringify(request.model.slice(0, 100))} does not exist`, 'model');
     let decision: RouteDecision;
     try {
-      decision = router.route(tokens, { candidates, requestId, loraName, expectedOutputTokens: request.maxTokens });
+      const options = { candidates, requestId, loraName, expectedOutputTokens: request.maxTokens };
+      if (remote === null) decision = router.route(tokens, options);
+      else {
+        // The scores go to the router's index right before the synchronous decision reads them.
+        this.remote!.prime(remote);
+        decision = router.routeBlocks(remote.local, tokens.length, options);
+      }
     } catch (err) {
       if (err instanceof KvIndexError && err.code !== ErrorCode.NoWorkers) throw new GatewayError(400, 'invalid_request', err.message);
       throw err;
@@ -146,7 +175,9 @@ export class Gateway {
       router.free(requestId);
       throw new GatewayError(503, 'no_engine', 'the chosen engine left while deciding');
     }
-    return { requestId, engine, decision, baseModel: base, loraName, tenantId, tokens, tokenizeMs, routeMs: performance.now() - t0, freed: false };
+    const pick: EnginePick = { requestId, engine, decision, baseModel: base, loraName, tenantId, tokens, tokenizeMs, routeMs: performance.now() - t0, freed: false, ...(remote === null ? {} : { indexFailOpen: !remote.lookup.ok }) };
+    if (remote !== null) this.#lookups.set(pick, remote);
+    return pick;
   }
 
   async #tokenize(request: OpenAiRequest, base: string, tenantId: string, candidates: WorkerCandidate[], authorization: string | null): Promise<Uint32Array> {
@@ -192,6 +223,7 @@ export class Gateway {
   async close(): Promise<void> {
     await this.health.stop();
     await this.registry.close();
+    await this.remote?.client.close();
     await this.dispatcher.close();
   }
 }

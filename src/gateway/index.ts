@@ -2,7 +2,8 @@
  * kvindex/gateway: an OpenAI-compatible proxy that sends each request to the engine holding its
  * prompt's prefix, as a fastify plugin (`gatewayPlugin`) or framework-free (`Gateway`:
  * `pickEngine(request)`, then `markPrefill` and `free`; `relay` proxies one request over a
- * Node `ServerResponse`). docs/gateway.md has the details. Curated: everything not listed is
+ * Node `ServerResponse`; `RemoteIndexClient` asks replicas of `serve --http` for overlaps within
+ * a deadline). docs/gateway.md has the details. Curated: everything not listed is
  * internal.
  */
 // Values
@@ -16,6 +17,8 @@ export { Outcome } from './observer.js';
 export { LocalTokenizer } from './local-tokenizer.js';
 export { SharedLoads, SharedLoadsState } from './shared-loads.js';
 export { registerSharedLoadsMetrics } from './shared-loads-metrics.js';
+export { RemoteIndexClient, ReplicaFailure, FailOpen } from './remote-index.js';
+export { RemoteIndexMetrics } from './remote-index-metrics.js';
 
 // Types
 export type { GatewayOptions } from './gateway.js';
@@ -25,3 +28,4 @@ export type { OpenAiRequest, Prompt } from './openai-request.js';
 export type { EngineEntry, CatalogEngine, ListedModel } from './engine-catalog.js';
 export type { GatewayObserver } from './observer.js';
 export type { SharedLoadsOptions, SharedLoadsStats } from './shared-loads.js';
+export type { RemoteIndexOptions, RemoteLookup, RemoteIndexStats, ReplicaStats } from './remote-index.js';

@@ -27,11 +27,14 @@ import { Outcome } from './observer.js';
 
 /** The answer headers naming the engine (exact u64 instance id). */
 export function engineHeaders(pick: EnginePick): Record<string, string> {
-  return {
+  const h: Record<string, string> = {
     'x-kvindex-worker': pick.engine.instanceId.toString(),
     'x-kvindex-dp-rank': String(pick.engine.dpRank),
     'x-kvindex-overlap-blocks': String(pick.decision.overlapBlocks),
   };
+  // Remote lookups failed open: the overlap above is the 0 the decision used, not a measurement.
+  if (pick.indexFailOpen === true) h['x-kvindex-index'] = 'fail-open';
+  return h;
 }
 
 const RETRY_STATUS = new Set([502, 503, 504]);
@@ -97,7 +100,7 @@ export async function relay(gw: Gateway, req: OpenAiRequest, first: EnginePick, 
     let up: Dispatcher.ResponseData | null = null;
     let messagesAtDispatch = 0;
     for (let attempt = 0; up === null; attempt++) {
-      messagesAtDispatch = pick.engine.listener.source.stats().messages;
+      messagesAtDispatch = pick.engine.listener?.source.stats().messages ?? 0;
       let failure: unknown = null;
       try {
         const sending = request(pick.engine.url + req.endpoint, { method: 'POST', dispatcher: gw.dispatcher, headers: upstreamHeaders(gw, pick, clientHeaders, req.bytes.length), body: req.bytes, signal: ac.signal });

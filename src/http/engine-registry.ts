@@ -8,7 +8,7 @@
  */
 
 import type { Logger } from 'pino';
-import { KvRouter, type KvRouterOptions } from '../router/kv-router.js';
+import { KvRouter, type KvRouterOptions, type RouterIndex } from '../router/kv-router.js';
 import type { WorkerCandidate } from '../router/select-worker.js';
 import { EngineIndex } from '../zmq/engine-index.js';
 import { ZmqKvSource, type SourcePosition } from '../zmq/source.js';
@@ -67,6 +67,11 @@ export interface EngineRegistryOptions {
   dropLogIntervalMs?: number;
   /** Selector settings of the routers (Dynamo's defaults otherwise). */
   routing?: Omit<KvRouterOptions, 'indexer' | 'blockSize' | 'workers'>;
+  /**
+   * The routers decide over this index instead of their (model, tenant)'s: the gateway's
+   * `--index` mode primes it with scores fetched from replicas (src/gateway/remote-routing.ts).
+   */
+  routerIndex?: RouterIndex;
 }
 
 /**
@@ -105,7 +110,7 @@ export class EngineRegistry {
   router(modelName: string, tenantId: string): KvRouter | undefined {
     const entry = this.index(modelName, tenantId);
     if (entry === undefined) return undefined;
-    entry.router ??= new KvRouter({ ...this.#options.routing, indexer: entry.index, blockSize: entry.index.blockSize });
+    entry.router ??= new KvRouter({ ...this.#options.routing, indexer: this.#options.routerIndex ?? entry.index, blockSize: entry.index.blockSize });
     return entry.router;
   }
 
