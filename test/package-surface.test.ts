@@ -28,7 +28,7 @@ const EXPECTED: Record<string, string[]> = {
     'KvEventPublisher', 'KvEventSubscriber', 'KvQueryService', 'NatsError', 'NatsErrorCode',
     'connectNats', 'kvNames', 'redactUrl', 'requestFindMatches', 'KvRouteService', 'routeSubjects',
   ],
-  'kvindex/trace': ['ClusterSim', 'deriveWorkerIds', 'parseTraceLine', 'readTraceFile', 'readWorkload'],
+  'kvindex/trace': ['ClusterSim', 'FleetWorkload', 'FleetWorkloadWriter', 'deriveWorkerIds', 'parseTraceLine', 'readTraceFile', 'readWorkload', 'writeFleetWorkload'],
   'kvindex/zmq': [
     'EngineIndex', 'EventConverter', 'SkipReason', 'SourceState', 'StorageTier', 'ZmqError', 'ZmqErrorCode',
     'ZmqKvSource', 'checkEndpoint', 'decodeBatch', 'decodeEvent', 'loadMsgpack', 'loadZeromq', 'offsetEndpoint',
