@@ -88,8 +88,11 @@ export interface StoredWordsSink {
    * (bLo, bHi, tLo, tHi) at `words[0 ..]`, the worker as a bigint and as u32 halves.
    */
   applyStoredWords(workerId: bigint, wLo: number, wHi: number, hasParent: boolean, pLo: number, pHi: number, words: Uint32Array, n: number): void;
-  /** @internal Room for `blocks` more stored blocks before a bulk restore (in-thread: one growth). */
-  reserve(blocks: number): void;
+  /**
+   * @internal Room for `blocks` more stored blocks, `perWorker` of them per worker (the map is
+   * the engine's to consume), before a bulk restore (in-thread: one growth, bulk-load.ts).
+   */
+  reserve(blocks: number, perWorker: Map<bigint, number>): void;
 }
 
 /** The indexer's public calls (implemented by `ShardedIndexer`). */

@@ -10,6 +10,7 @@ import type { OverlapScores, RouterEvent, SnapshotEncoding } from '../protocol/t
 import { emptyCounts, type StatusCounts } from '../shard/wire/event-batch.js';
 import type { ShardStats } from '../shard/wire/messages.js';
 import type { MatchResult } from '../tree/match-result.js';
+import { LoadSizer } from '../tree/bulk-load.js';
 import { RadixTree } from '../tree/radix-tree.js';
 import { FirstBlock, type Engine } from './indexer.js';
 
@@ -23,6 +24,8 @@ export class LocalEngine implements Engine {
   /** Whether the tree records a frequency trail (`expirationMs`): see `firstBlock`. */
   readonly #expiring: boolean;
   #writer: SnapshotWriter | null = null;
+  /** The sizing of the last bulk restore, kept while its workers' first events come. */
+  #sizer: LoadSizer | null = null;
   #closed = false;
 
   /** Every call applies at once: idle whenever open. */
@@ -45,11 +48,14 @@ export class LocalEngine implements Engine {
 
   applyStoredWords(workerId: bigint, _wLo: number, _wHi: number, hasParent: boolean, pLo: number, pHi: number, words: Uint32Array, n: number): void {
     this.#check();
+    this.#sizer?.before(workerId, n);
     this.#counts[this.#tree.applyStored(workerId, hasParent, pLo, pHi, words, 0, n)]++;
   }
 
-  /** No-op: see src/tree/bulk-load.ts (reserving in-thread measured 3x slower at 0.5M pairs). */
-  reserve(_blocks: number): void {}
+  /** Sizes the tree once for a bulk restore (src/tree/bulk-load.ts `LoadSizer`). */
+  reserve(blocks: number, perWorker: Map<bigint, number>): void {
+    this.#sizer = new LoadSizer(this.#tree, blocks, perWorker);
+  }
 
   applyEventJson(text: Uint8Array): void {
     this.applyEvent(parseRouterEvent(text));

@@ -4,17 +4,27 @@
  * handed to the tree's raw-word entry (`applyStored`), so a block costs no `bigint` and no
  * object. A snapshot's blocks sit at odd byte offsets (a Stored head is 29 or 21 bytes plus the
  * 8-byte count), so a `Uint32Array` cannot view them in place; the copy is a memcpy. The only
- * `bigint` per event is its worker id.
+ * `bigint` per event is its worker id, reused while consecutive events share a worker.
  *
- * Measured on the 1M-pair peer dump (chains of 64, bench/peers.bench.ts): decoding to events and
- * `applyEvent` per event against this loader is in BENCHMARKS.md ("Replica ready from a peer").
+ * Sized once: the check pass counts the snapshot's blocks, per worker too, so the tree's node
+ * arrays grow once to hold them all (a snapshot's blocks bound its nodes) and each worker's
+ * lookup is rehashed once to its count. Growing as the events came (node arrays in 1.25x steps,
+ * each step a copy into fresh pages, worker tables rehashed at every 1.5x) was 2.6 of 3.4 s of
+ * CPU samples restoring 4.1M fleet pairs in-thread, and 1.4 of 3.3 s loading the 1M-pair peer
+ * dump (node --cpu-prof, 2026-12-04; BENCHMARKS.md "Replica ready from a peer" and "Restore to
+ * ready" have the times before and after). The cost of the bound: a snapshot whose blocks share
+ * nodes (many workers on one prompt) reserves a node record (36 bytes) per shared pair that it
+ * never uses, up to one per pair; a fleet of 1,000 engines with 32 shared 256-block prompts
+ * reserves 1.6 % more nodes than it fills.
  *
- * `loadBincode` first walks the bytes with `checkBincode`, which changes nothing, so a malformed
- * snapshot throws before the tree is touched.
+ * `BincodeEvents` first walks the bytes with `checkBincode`, which changes nothing, so a
+ * malformed snapshot throws before the tree (or an indexer: src/indexer/snapshot-restore.ts)
+ * is touched; its reads then need no bounds checks.
  */
 
 import { BincodeCursor, readEventCount, skipEventData } from '../protocol/snapshot-reader.js';
 import { u64FromHalves } from '../protocol/u64-text.js';
+import type { ApplyStatus } from '../protocol/types.js';
 import type { RadixTree } from './radix-tree.js';
 
 /** What a bincode snapshot holds, from `checkBincode`. */
@@ -32,26 +42,60 @@ export interface BulkLoadReport extends BincodeSummary {
 
 /**
  * Walks a whole bincode (`withDp`: bincode-dp) snapshot, validating its structure, and counts
- * its events and stored blocks. Throws `SnapshotDecodeError` as `decodeSnapshot` does
- * (`label` prefixes the message, e.g. the section it came from). Allocates nothing per event.
+ * its events and stored blocks; with `perWorker`, adds each worker's stored blocks to it too.
+ * Throws `SnapshotDecodeError` as `decodeSnapshot` does (`label` prefixes the message, e.g. the
+ * section it came from). Allocates nothing per event (a `bigint` per run of one worker's events
+ * with `perWorker`).
  */
-export function checkBincode(bytes: Uint8Array, withDp = false, label = ''): BincodeSummary {
+export function checkBincode(bytes: Uint8Array, withDp = false, label = '', perWorker?: Map<bigint, number>): BincodeSummary {
   const c = new BincodeCursor(bytes, label);
   const n = readEventCount(c, withDp);
+  const ids = new WorkerIds(c.view);
   let blocks = 0;
   for (let i = 0; i < n; i++) {
     c.event = i;
+    const p0 = c.pos;
     c.skip(16, 'worker_id and event_id');
     const at = c.pos;
     skipEventData(c);
     // A Stored event's data ends with its blocks, 16 bytes each, after a head of 21 bytes
     // (variant, tag 1, parent, count) or 13 (no parent).
-    if (c.view.getUint32(at, true) === 0) blocks += (c.pos - at - (c.bytes[at + 4] === 1 ? 21 : 13)) / 16;
+    if (c.view.getUint32(at, true) === 0) {
+      const k = (c.pos - at - (c.bytes[at + 4] === 1 ? 21 : 13)) / 16;
+      blocks += k;
+      if (perWorker !== undefined) {
+        const w = ids.at(p0);
+        perWorker.set(w, (perWorker.get(w) ?? 0) + k);
+      }
+    }
     if (withDp) c.skip(4, 'dp_rank');
   }
   c.event = -1;
   c.expectEnd(n);
   return { events: n, storedBlocks: blocks };
+}
+
+/**
+ * The worker id of a bincode event as one `bigint` per run of events of the same worker (a
+ * dump writes a worker's chains one after another), from its two u32 halves.
+ */
+export class WorkerIds {
+  lo = -1;
+  hi = -1;
+  id = 0n;
+  constructor(private readonly view: DataView) {}
+
+  /** The worker id of the event at byte `p` (its first field); sets `lo`, `hi`, `id`. */
+  at(p: number): bigint {
+    const lo = this.view.getUint32(p, true);
+    const hi = this.view.getUint32(p + 4, true);
+    if (lo !== this.lo || hi !== this.hi) {
+      this.id = u64FromHalves(hi, lo);
+      this.lo = lo;
+      this.hi = hi;
+    }
+    return this.id;
+  }
 }
 
 /** A reusable word buffer for `loadBincode` (grows to the longest event's blocks). */
@@ -73,78 +117,154 @@ const shared = new BulkLoadScratch();
 /** Little-endian hosts only: a block's 16 bytes are then its four u32 words as the tree reads them. */
 const LITTLE = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 
+/** Data variants of a bincode event. */
+export const STORED = 0;
+export const REMOVED = 1;
+export const CLEARED = 2;
+
+/**
+ * The events of a bincode snapshot, checked whole on construction (`checkBincode`: throws
+ * `SnapshotDecodeError` before anything is read), then decoded one at a time into this object's
+ * fields by `next()`: no object and no `bigint` per event or block besides the worker id's. The
+ * one walk of `loadBincode` and of the indexer's `restoreSnapshot`.
+ */
+export class BincodeEvents {
+  readonly summary: BincodeSummary;
+  /** Stored blocks per worker (filled by the check). */
+  readonly perWorker = new Map<bigint, number>();
+  /** The current event's worker id, and its halves. */
+  worker = 0n;
+  wLo = 0;
+  wHi = 0;
+  /** Byte offset of the current event (its worker id field). */
+  at = 0;
+  /** STORED, REMOVED or CLEARED. */
+  variant = 0;
+  hasParent = false;
+  parentLo = 0;
+  parentHi = 0;
+  /** Blocks (Stored: 4 words each in `words`) or hashes (Removed: 2 words each). */
+  count = 0;
+  private readonly view: DataView;
+  private readonly ids: WorkerIds;
+  private readonly n: number;
+  private i = 0;
+  private pos: number;
+
+  constructor(private readonly bytes: Uint8Array, private readonly withDp = false, label = '', private readonly scratch: BulkLoadScratch = shared) {
+    this.summary = checkBincode(bytes, withDp, label, this.perWorker);
+    const c = new BincodeCursor(bytes, label);
+    this.n = readEventCount(c, withDp);
+    this.pos = c.pos;
+    this.view = c.view;
+    this.ids = new WorkerIds(this.view);
+  }
+
+  /** The scratch words of the current event's blocks or hashes (valid until the next `next`). */
+  get words(): Uint32Array {
+    return this.scratch.words;
+  }
+
+  /** The current event's id. */
+  get eventId(): bigint {
+    return this.view.getBigUint64(this.at + 8, true);
+  }
+
+  /** Decodes the next event; false after the last. */
+  next(): boolean {
+    if (this.i === this.n) return false;
+    this.i++;
+    const view = this.view;
+    const bytes = this.bytes;
+    const p0 = this.pos;
+    this.at = p0;
+    this.worker = this.ids.at(p0);
+    this.wLo = this.ids.lo;
+    this.wHi = this.ids.hi;
+    const variant = view.getUint32(p0 + 16, true);
+    this.variant = variant;
+    let p = p0 + 20;
+    // Checked whole by the constructor: the reads below cannot run past the end, a count is
+    // below 2^32 (it fitted in the bytes), and the variant is one of the three.
+    if (variant === STORED) {
+      const hasParent = bytes[p] === 1;
+      this.hasParent = hasParent;
+      this.parentLo = hasParent ? view.getUint32(p + 1, true) : 0;
+      this.parentHi = hasParent ? view.getUint32(p + 5, true) : 0;
+      p += hasParent ? 9 : 1;
+      const k = view.getUint32(p, true);
+      p += 8;
+      this.count = k;
+      p = this.copy(p, 4 * k);
+    } else if (variant === REMOVED) {
+      const k = view.getUint32(p, true);
+      p += 8;
+      this.count = k;
+      p = this.copy(p, 2 * k);
+    } else this.count = 0;
+    this.pos = p + (this.withDp ? 4 : 0);
+    return true;
+  }
+
+  private copy(p: number, words: number): number {
+    const s = this.scratch;
+    s.fit((words + 3) >> 2);
+    if (LITTLE) s.bytes.set(this.bytes.subarray(p, p + 4 * words));
+    else for (let j = 0; j < words; j++) s.words[j] = this.view.getUint32(p + 4 * j, true);
+    return p + 4 * words;
+  }
+}
+
+/**
+ * Sizes a tree for the Stored blocks to come (`BincodeEvents`' counts): its node arrays at
+ * once, each worker's lookup at its first event (`before`). The tree's own growth steps
+ * otherwise; see the file's comment for the measured cost.
+ */
+export class LoadSizer {
+  private readonly want: Map<bigint, number>;
+
+  constructor(private readonly tree: RadixTree, blocks: number, perWorker: Map<bigint, number>) {
+    tree.nodes.reserve(blocks, 0);
+    this.want = perWorker;
+  }
+
+  /**
+   * Call before applying a Stored event of `k` blocks of `worker`: sizes the worker's lookup
+   * for its remaining blocks once the tree knows it (from its second event on, or at once for a
+   * worker the tree held before).
+   */
+  before(worker: bigint, k: number): void {
+    const want = this.want;
+    if (want.size === 0) return;
+    const n = want.get(worker);
+    if (n === undefined) return;
+    if (this.tree.reserveWorker(worker, n)) want.delete(worker);
+    else want.set(worker, n - k);
+  }
+}
+
 /**
  * Applies every event of a bincode (or bincode-dp: the rank field is skipped; the caller picks
  * the tree) snapshot to `tree` in order. Stored events go through `applyStored` on raw words,
  * Removed through `applyRemoved`, Cleared through `clearWorker`. Throws `SnapshotDecodeError`
- * for malformed bytes before it changes the tree (it runs `checkBincode` first).
+ * for malformed bytes before it changes the tree.
  */
 export function loadBincode(tree: RadixTree, bytes: Uint8Array, withDp = false, label = '', scratch: BulkLoadScratch = shared): BulkLoadReport {
-  // The whole snapshot is checked first (a walk over its events, not its blocks), so a
-  // malformed one throws before the tree changes. No `tree.reserve` of its block count: in a
-  // tree of its own thread that grows the node arrays in the same 1.25x steps as filling them
-  // does, and the overflow-pair arrays for every block besides, which measured 3x slower at
-  // 0.5M pairs (growing the node arrays is ~60 % of a 1M-pair load's CPU samples either way).
-  checkBincode(bytes, withDp, label);
-  const c = new BincodeCursor(bytes, label);
-  const view = c.view;
-  const n = readEventCount(c, withDp);
-  let blocks = 0;
+  const ev = new BincodeEvents(bytes, withDp, label, scratch);
+  const sizer = new LoadSizer(tree, ev.summary.storedBlocks, ev.perWorker);
   let rejected = 0;
-  // Dumps visit workers in node order, so consecutive events often share a worker: reuse its bigint.
-  let lastLo = -1;
-  let lastHi = -1;
-  let worker = 0n;
-  for (let i = 0; i < n; i++) {
-    c.event = i;
-    c.need(20, 'event head');
-    const p0 = c.pos;
-    const wLo = view.getUint32(p0, true);
-    const wHi = view.getUint32(p0 + 4, true);
-    if (wLo !== lastLo || wHi !== lastHi) {
-      worker = u64FromHalves(wHi, wLo);
-      lastLo = wLo;
-      lastHi = wHi;
-    }
-    c.pos = p0 + 16;
-    const at = c.pos;
-    const variant = c.u32('data variant');
-    let status: string;
-    if (variant === 0) {
-      const tagAt = c.pos;
-      const tag = c.u8('parent_hash option tag');
-      let pLo = 0;
-      let pHi = 0;
-      if (tag === 1) {
-        c.need(8, 'parent_hash');
-        pLo = view.getUint32(c.pos, true);
-        pHi = view.getUint32(c.pos + 4, true);
-        c.pos += 8;
-      } else if (tag !== 0) throw c.badTag(tagAt, 'parent_hash option tag', tag, '0 or 1');
-      const k = c.count(16, 'blocks length');
-      scratch.fit(k);
-      const words = scratch.words;
-      if (LITTLE) scratch.bytes.set(bytes.subarray(c.pos, c.pos + 16 * k));
-      else for (let j = 0; j < 4 * k; j++) words[j] = view.getUint32(c.pos + 4 * j, true);
-      c.pos += 16 * k;
-      blocks += k;
-      status = tree.applyStored(worker, tag === 1, pLo, pHi, words, 0, k);
-    } else if (variant === 1) {
-      const k = c.count(8, 'block_hashes length');
-      scratch.fit((k + 1) >> 1);
-      const words = scratch.words;
-      if (LITTLE) scratch.bytes.set(bytes.subarray(c.pos, c.pos + 8 * k));
-      else for (let j = 0; j < 2 * k; j++) words[j] = view.getUint32(c.pos + 4 * j, true);
-      c.pos += 8 * k;
-      status = tree.applyRemoved(worker, words, 0, k);
-    } else if (variant === 2) {
-      tree.clearWorker(worker);
+  while (ev.next()) {
+    let status: ApplyStatus;
+    if (ev.variant === STORED) {
+      sizer.before(ev.worker, ev.count);
+      status = tree.applyStored(ev.worker, ev.hasParent, ev.parentLo, ev.parentHi, ev.words, 0, ev.count);
+    } else if (ev.variant === REMOVED) {
+      status = tree.applyRemoved(ev.worker, ev.words, 0, ev.count);
+    } else {
+      tree.clearWorker(ev.worker);
       status = 'ok';
-    } else throw c.badTag(at, 'data variant', variant, '0 (Stored), 1 (Removed) or 2 (Cleared)');
+    }
     if (status !== 'ok') rejected++;
-    if (withDp) c.skip(4, 'dp_rank');
   }
-  c.event = -1;
-  c.expectEnd(n);
-  return { events: n, storedBlocks: blocks, rejected };
+  return { ...ev.summary, rejected };
 }

@@ -177,6 +177,17 @@ export class RadixTree {
     return this.edges.reserve(blocks);
   }
 
+  /**
+   * @internal Sizes the worker's lookup for `blocks` more pairs in one rehash (a bulk load
+   * that counted them: bulk-load.ts). Returns false, doing nothing, for an unknown worker.
+   */
+  reserveWorker(workerId: bigint, blocks: number): boolean {
+    const slot = this.slotOf.get(workerId);
+    if (slot === undefined) return false;
+    this.tables[slot]!.reserve(blocks);
+    return true;
+  }
+
   /** @internal Switches to the edge table `reserve` rebuilt (under the readers' lock). */
   commitEdges(): void {
     this.edges.commit();

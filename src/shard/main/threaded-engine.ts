@@ -210,7 +210,7 @@ export class ThreadedEngine {
   }
 
   /** Shards grow their trees per batch, outside the readers' lock, already. */
-  reserve(_blocks: number): void {}
+  reserve(_blocks: number, _perWorker: Map<bigint, number>): void {}
 
   applyEventJsonOnCaller(text: Uint8Array): void {
     this.check();
