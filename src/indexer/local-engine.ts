@@ -10,7 +10,7 @@ import type { OverlapScores, RouterEvent, SnapshotEncoding } from '../protocol/t
 import { emptyCounts, type StatusCounts } from '../shard/wire/event-batch.js';
 import type { ShardStats } from '../shard/wire/messages.js';
 import type { MatchResult } from '../tree/match-result.js';
-import { LoadSizer } from '../tree/bulk-load.js';
+import { reserveLoad, workerTriples } from '../tree/bulk-load.js';
 import { RadixTree } from '../tree/radix-tree.js';
 import { FirstBlock, type Engine } from './indexer.js';
 
@@ -24,8 +24,6 @@ export class LocalEngine implements Engine {
   /** Whether the tree records a frequency trail (`expirationMs`): see `firstBlock`. */
   readonly #expiring: boolean;
   #writer: SnapshotWriter | null = null;
-  /** The sizing of the last bulk restore, kept while its workers' first events come. */
-  #sizer: LoadSizer | null = null;
   #closed = false;
 
   /** Every call applies at once: idle whenever open. */
@@ -48,13 +46,12 @@ export class LocalEngine implements Engine {
 
   applyStoredWords(workerId: bigint, _wLo: number, _wHi: number, hasParent: boolean, pLo: number, pHi: number, words: Uint32Array, n: number): void {
     this.#check();
-    this.#sizer?.before(workerId, n);
     this.#counts[this.#tree.applyStored(workerId, hasParent, pLo, pHi, words, 0, n)]++;
   }
 
-  /** Sizes the tree once for a bulk restore (src/tree/bulk-load.ts `LoadSizer`). */
+  /** Sizes the tree once for a bulk restore (src/tree/bulk-load.ts `reserveLoad`). */
   reserve(blocks: number, perWorker: Map<bigint, number>): void {
-    this.#sizer = new LoadSizer(this.#tree, blocks, perWorker);
+    reserveLoad(this.#tree, blocks, workerTriples(perWorker));
   }
 
   applyEventJson(text: Uint8Array): void {

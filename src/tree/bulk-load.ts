@@ -8,7 +8,7 @@
  *
  * Sized once: the check pass counts the snapshot's blocks, per worker too, so the tree's node
  * arrays grow once to hold them all (a snapshot's blocks bound its nodes) and each worker's
- * lookup is rehashed once to its count. Growing as the events came (node arrays in 1.25x steps,
+ * lookup is rehashed once to its count (`reserveLoad`). Growing as the events came (node arrays in 1.25x steps,
  * each step a copy into fresh pages, worker tables rehashed at every 1.5x) was 2.6 of 3.4 s of
  * CPU samples restoring 4.1M fleet pairs in-thread, and 1.4 of 3.3 s loading the 1M-pair peer
  * dump (node --cpu-prof, 2026-12-04; BENCHMARKS.md "Replica ready from a peer" and "Restore to
@@ -42,7 +42,8 @@ export interface BulkLoadReport extends BincodeSummary {
 
 /**
  * Walks a whole bincode (`withDp`: bincode-dp) snapshot, validating its structure, and counts
- * its events and stored blocks; with `perWorker`, adds each worker's stored blocks to it too.
+ * its events and stored blocks; with `perWorker`, adds each worker's stored blocks to it too
+ * (every worker of an event is a key, in order of first appearance, with 0 for none stored).
  * Throws `SnapshotDecodeError` as `decodeSnapshot` does (`label` prefixes the message, e.g. the
  * section it came from). Allocates nothing per event (a `bigint` per run of one worker's events
  * with `perWorker`).
@@ -60,13 +61,11 @@ export function checkBincode(bytes: Uint8Array, withDp = false, label = '', perW
     skipEventData(c);
     // A Stored event's data ends with its blocks, 16 bytes each, after a head of 21 bytes
     // (variant, tag 1, parent, count) or 13 (no parent).
-    if (c.view.getUint32(at, true) === 0) {
-      const k = (c.pos - at - (c.bytes[at + 4] === 1 ? 21 : 13)) / 16;
-      blocks += k;
-      if (perWorker !== undefined) {
-        const w = ids.at(p0);
-        perWorker.set(w, (perWorker.get(w) ?? 0) + k);
-      }
+    const k = c.view.getUint32(at, true) === 0 ? (c.pos - at - (c.bytes[at + 4] === 1 ? 21 : 13)) / 16 : 0;
+    blocks += k;
+    if (perWorker !== undefined) {
+      const w = ids.at(p0);
+      perWorker.set(w, (perWorker.get(w) ?? 0) + k);
     }
     if (withDp) c.skip(4, 'dp_rank');
   }
@@ -130,7 +129,7 @@ export const CLEARED = 2;
  */
 export class BincodeEvents {
   readonly summary: BincodeSummary;
-  /** Stored blocks per worker (filled by the check). */
+  /** Stored blocks per worker, in order of first appearance (filled by the check). */
   readonly perWorker = new Map<bigint, number>();
   /** The current event's worker id, and its halves. */
   worker = 0n;
@@ -216,31 +215,21 @@ export class BincodeEvents {
 }
 
 /**
- * Sizes a tree for the Stored blocks to come (`BincodeEvents`' counts): its node arrays at
- * once, each worker's lookup at its first event (`before`). The tree's own growth steps
- * otherwise; see the file's comment for the measured cost.
+ * Sizes `tree` for the Stored blocks to come (`BincodeEvents`' counts): its node arrays to
+ * `blocks` more nodes at once, each worker's lookup to its count (for a worker the tree does not
+ * hold yet, when it comes). The tree's own growth steps otherwise; see the file's comment for
+ * the measured cost. `workers` as (lo, hi, blocks) triples: the form a shard thread receives.
  */
-export class LoadSizer {
-  private readonly want: Map<bigint, number>;
+export function reserveLoad(tree: RadixTree, blocks: number, workers: Uint32Array): void {
+  tree.nodes.reserve(blocks, 0);
+  for (let i = 0; i + 2 < workers.length; i += 3) tree.reserveWorker(u64FromHalves(workers[i + 1]!, workers[i]!), workers[i + 2]!);
+}
 
-  constructor(private readonly tree: RadixTree, blocks: number, perWorker: Map<bigint, number>) {
-    tree.nodes.reserve(blocks, 0);
-    this.want = perWorker;
-  }
-
-  /**
-   * Call before applying a Stored event of `k` blocks of `worker`: sizes the worker's lookup
-   * for its remaining blocks once the tree knows it (from its second event on, or at once for a
-   * worker the tree held before).
-   */
-  before(worker: bigint, k: number): void {
-    const want = this.want;
-    if (want.size === 0) return;
-    const n = want.get(worker);
-    if (n === undefined) return;
-    if (this.tree.reserveWorker(worker, n)) want.delete(worker);
-    else want.set(worker, n - k);
-  }
+/** Per-worker counts as the (lo, hi, blocks) triples of `reserveLoad`. */
+export function workerTriples(perWorker: ReadonlyMap<bigint, number>, only?: (worker: bigint) => boolean): Uint32Array {
+  const out: number[] = [];
+  for (const [w, n] of perWorker) if (n > 0 && (only === undefined || only(w))) out.push(Number(w & 0xffffffffn), Number(w >> 32n), Math.min(n, 0xffffffff));
+  return Uint32Array.from(out);
 }
 
 /**
@@ -251,12 +240,11 @@ export class LoadSizer {
  */
 export function loadBincode(tree: RadixTree, bytes: Uint8Array, withDp = false, label = '', scratch: BulkLoadScratch = shared): BulkLoadReport {
   const ev = new BincodeEvents(bytes, withDp, label, scratch);
-  const sizer = new LoadSizer(tree, ev.summary.storedBlocks, ev.perWorker);
+  reserveLoad(tree, ev.summary.storedBlocks, workerTriples(ev.perWorker));
   let rejected = 0;
   while (ev.next()) {
     let status: ApplyStatus;
     if (ev.variant === STORED) {
-      sizer.before(ev.worker, ev.count);
       status = tree.applyStored(ev.worker, ev.hasParent, ev.parentLo, ev.parentHi, ev.words, 0, ev.count);
     } else if (ev.variant === REMOVED) {
       status = tree.applyRemoved(ev.worker, ev.words, 0, ev.count);

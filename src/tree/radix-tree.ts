@@ -98,6 +98,8 @@ export class RadixTree {
    * it stores would otherwise hold a node per removed block outside the budget.
    */
   private hollow = 0;
+  /** Lookup sizes asked by `reserveWorker` for workers not in the tree yet (a bulk load). */
+  private presized: Map<bigint, number> | null = null;
 
   // Scratch, reused across calls.
   private path = new Int32Array(256);
@@ -179,13 +181,12 @@ export class RadixTree {
 
   /**
    * @internal Sizes the worker's lookup for `blocks` more pairs in one rehash (a bulk load
-   * that counted them: bulk-load.ts). Returns false, doing nothing, for an unknown worker.
+   * that counted them: bulk-load.ts); for a worker not in the tree yet, when it comes.
    */
-  reserveWorker(workerId: bigint, blocks: number): boolean {
+  reserveWorker(workerId: bigint, blocks: number): void {
     const slot = this.slotOf.get(workerId);
-    if (slot === undefined) return false;
-    this.tables[slot]!.reserve(blocks);
-    return true;
+    if (slot !== undefined) this.tables[slot]!.reserve(blocks);
+    else (this.presized ??= new Map()).set(workerId, blocks);
   }
 
   /** @internal Switches to the edge table `reserve` rebuilt (under the readers' lock). */
@@ -701,6 +702,11 @@ export class RadixTree {
     this.nodes.setSlot(slot, Number(workerId & 0xffffffffn), Number(workerId >> 32n));
     if (this.header !== null && slot >= this.header[H.SLOTS]!) Atomics.store(this.header, H.SLOTS, slot + 1);
     this.tables[slot] = new WorkerTable(this.nodes);
+    const ahead = this.presized?.get(workerId);
+    if (ahead !== undefined) {
+      this.tables[slot]!.reserve(ahead);
+      this.presized!.delete(workerId);
+    }
     this.slotOf.set(workerId, slot);
     if (slot >= this.scoreBySlot.length) {
       const next = new Int32Array(this.scoreBySlot.length * 2);

@@ -28,6 +28,7 @@ import { createMatchResult, MatchResult } from '../../tree/match-result.js';
 import { U64Scratch } from '../../tree/u64-scratch.js';
 import { mergeScores } from './merge-scores.js';
 import { WalkScratch } from '../../tree/walk.js';
+import { workerTriples } from '../../tree/bulk-load.js';
 import { ScoreList } from './score-list.js';
 import { TreeReader } from './tree-reader.js';
 import { ShardOutbox } from './outbox.js';
@@ -209,8 +210,25 @@ export class ThreadedEngine {
     this.enqueued(shard);
   }
 
-  /** Shards grow their trees per batch, outside the readers' lock, already. */
-  reserve(_blocks: number, _perWorker: Map<bigint, number>): void {}
+  /**
+   * Before a bulk restore: places the snapshot's new workers on shards now, as their first
+   * events would (`perWorker` is in order of first appearance; `leastLoaded`), then asks each
+   * shard to size its tree once (`reserve` request, ordered before the events that follow).
+   * Growing per event instead was ~1.3 of 2.9 s of each shard thread's CPU samples restoring
+   * 4.1M fleet pairs (node arrays in 1.25x steps, the private ones copied into fresh pages).
+   */
+  reserve(_blocks: number, perWorker: Map<bigint, number>): void {
+    this.check();
+    for (const w of perWorker.keys()) if (!this.shardOf.has(w)) this.claim(w, this.leastLoaded());
+    for (let s = 0; s < this.outboxes.length; s++) {
+      const workers = workerTriples(perWorker, (w) => this.shardOf.get(w) === s);
+      let nodes = 0;
+      for (let i = 2; i < workers.length; i += 3) nodes += workers[i]!;
+      if (nodes === 0) continue;
+      // Fire and forget: a shard that fails fails every later request too (the restore's flush).
+      this.outboxes[s]!.request({ op: 'reserve', nodes, workers }, [workers.buffer as ArrayBuffer]).catch(() => undefined);
+    }
+  }
 
   applyEventJsonOnCaller(text: Uint8Array): void {
     this.check();

@@ -7,6 +7,7 @@ import { ErrorCode, KvIndexError } from '../../errors.js';
 import { parseRouterEvent } from '../../protocol/json-parse.js';
 import { copyBincodePart } from '../../protocol/snapshot-merge.js';
 import { createSnapshotWriter, type SnapshotWriter } from '../../protocol/snapshot-writer.js';
+import { reserveLoad } from '../../tree/bulk-load.js';
 import { RadixTree } from '../../tree/radix-tree.js';
 import { EventBatchWriter, REC_JSON, emptyCounts, jsonTag, type StatusCounts } from '../wire/event-batch.js';
 import { JsonEventEncoder } from '../wire/json-words.js';
@@ -220,6 +221,11 @@ export class ShardCore {
         return [stats, []];
       }
       case 'flush':
+        return [null, []];
+      case 'reserve':
+        // Outside the readers' lock, like the per-event reserve of apply-batch.ts: growth
+        // publishes a new layout generation and readers rebuild their views.
+        reserveLoad(this.tree, req.nodes, req.workers);
         return [null, []];
     }
   }

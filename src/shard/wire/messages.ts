@@ -44,7 +44,12 @@ export type ShardRequest =
   /** Frees prepared part `dump` (another shard failed to prepare its part). */
   | { op: 'dumpDrop'; dump: number }
   | { op: 'stats' }
-  | { op: 'flush' };
+  | { op: 'flush' }
+  /**
+   * Size the tree for a bulk restore (src/tree/bulk-load.ts `reserveLoad`): `nodes` more
+   * nodes, and the lookups of the workers given as (lo, hi, blocks) triples.
+   */
+  | { op: 'reserve'; nodes: number; workers: Uint32Array };
 
 export type ToShard =
   /** A lookup written into this slot of the reply board; the reply goes there too. */
