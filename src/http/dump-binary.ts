@@ -27,6 +27,7 @@
 import { Readable } from 'node:stream';
 import { crc32 } from 'node:zlib';
 import { ErrorCode, SnapshotDecodeError } from '../errors.js';
+import { BincodeCursor } from '../protocol/snapshot-reader.js';
 import { createSnapshotWriter } from '../protocol/snapshot-writer.js';
 import { showValue } from '../protocol/show-value.js';
 import { checkBincode } from '../tree/bulk-load.js';
@@ -143,53 +144,6 @@ export function dumpBinaryStream(indexes: IndexEntry[], listeners: ListenerEntry
   return { stream: Readable.from(chunks, { objectMode: false }), length: chunks.reduce((n, c) => n + c.length, 0) };
 }
 
-/** A bounds-checked reader of the small fields; every fault a `SnapshotDecodeError`. */
-class Cursor {
-  pos = 0;
-  readonly view: DataView;
-  constructor(readonly b: Uint8Array, readonly end: number) {
-    this.view = new DataView(b.buffer, b.byteOffset, b.byteLength);
-  }
-  need(n: number, field: string): void {
-    if (this.pos + n > this.end) throw new SnapshotDecodeError(ErrorCode.SnapshotTruncated, `binary dump truncated at byte ${this.pos} reading ${field}: need ${n} bytes, ${this.end - this.pos} remain`);
-  }
-  u8(field: string): number {
-    this.need(1, field);
-    return this.b[this.pos++]!;
-  }
-  flag(field: string): boolean {
-    const at = this.pos;
-    const v = this.u8(field);
-    if (v > 1) throw new SnapshotDecodeError(ErrorCode.SnapshotBadTag, `binary dump: bad tag at byte ${at} in ${field}: ${v}, expected 0 or 1`);
-    return v === 1;
-  }
-  u32(field: string): number {
-    this.need(4, field);
-    const v = this.view.getUint32(this.pos, true);
-    this.pos += 4;
-    return v;
-  }
-  u64(field: string): bigint {
-    this.need(8, field);
-    const v = this.view.getBigUint64(this.pos, true);
-    this.pos += 8;
-    return v;
-  }
-  /** A count of elements of at least `min` bytes, checked to fit before anything is allocated. */
-  count(min: number, field: string): number {
-    const at = this.pos;
-    const n = this.u32(field);
-    if (n * min > this.end - this.pos) throw new SnapshotDecodeError(ErrorCode.SnapshotBadCount, `binary dump: bad count at byte ${at} in ${field}: ${n} cannot fit in the ${this.end - this.pos} bytes that remain`);
-    return n;
-  }
-  str(field: string): string {
-    const n = this.count(1, `${field} length`);
-    const s = Buffer.from(this.b.buffer, this.b.byteOffset + this.pos, n).toString('utf8');
-    this.pos += n;
-    return s;
-  }
-}
-
 /**
  * Parses and checks a whole binary dump into the sections `readDump` gives for JSON (with
  * `trees` instead of events): magic, every length, the end mark, the CRC-32, and
@@ -207,10 +161,11 @@ export function readBinaryDump(bytes: Uint8Array): DumpSection[] {
   // The end mark first: a dump cut short is "truncated", not "a bad checksum".
   if (!END.equals(bytes.subarray(body - END.length, body))) throw new SnapshotDecodeError(ErrorCode.SnapshotTruncated, `binary dump truncated: its ${bytes.length} bytes have no end mark`);
   if (got !== want) throw new SnapshotDecodeError(ErrorCode.SnapshotChecksum, `binary dump: CRC-32 ${got.toString(16)} of its ${body} bytes, the dump says ${want.toString(16)}`);
-  const c = new Cursor(bytes, body - END.length);
+  // The fields between the magic and the end mark; offsets in messages count from the dump's start.
+  const c = new BincodeCursor(bytes.subarray(0, body - END.length), '', 'binary dump');
   c.pos = MAGIC.length;
   const out: DumpSection[] = [];
-  const sections = c.count(4 * 5, 'sections');
+  const sections = c.count32(4 * 5, 'sections');
   for (let s = 0; s < sections; s++) {
     const key = c.str(`sections[${s}].key`);
     const at = `section ${showValue(key)}`;
@@ -219,7 +174,7 @@ export function readBinaryDump(bytes: Uint8Array): DumpSection[] {
     const blockSize = c.u32(`${at} block_size`);
     if (blockSize === 0) throw new SnapshotDecodeError(ErrorCode.InvalidField, `binary dump: ${at} has block_size 0`);
     const listeners: DumpListener[] = [];
-    const nl = c.count(8 + 4 + 4 + 1 + 1 + 4, `${at} listeners`);
+    const nl = c.count32(8 + 4 + 4 + 1 + 1 + 4, `${at} listeners`);
     for (let i = 0; i < nl; i++) {
       const f = `${at} listeners[${i}]`;
       const instanceId = c.u64(`${f}.instance_id`);
@@ -228,18 +183,18 @@ export function readBinaryDump(bytes: Uint8Array): DumpSection[] {
       if (endpoint === '') throw new SnapshotDecodeError(ErrorCode.InvalidField, `binary dump: ${f}.endpoint is empty`);
       const replayEndpoint = c.flag(`${f}.replay_endpoint tag`) ? c.str(`${f}.replay_endpoint`) : null;
       const seq = c.flag(`${f}.seq tag`) ? c.u64(`${f}.seq`) : null;
-      const nr = c.count(4, `${f}.ranks`);
+      const nr = c.count32(4, `${f}.ranks`);
       const ranks: number[] = [];
       for (let r = 0; r < nr; r++) ranks.push(c.u32(`${f}.ranks[${r}]`));
       listeners.push({ instanceId, dpRank, endpoint, replayEndpoint, position: seq === null ? null : { seq, ranks } });
     }
     const trees: RankSnapshot[] = [];
-    const nt = c.count(4 + 8, `${at} trees`);
+    const nt = c.count32(4 + 8, `${at} trees`);
     for (let i = 0; i < nt; i++) {
       const rank = c.u32(`${at} trees[${i}].dp_rank`);
       const lenAt = c.pos;
       const len = c.u64(`${at} trees[${i}] length`);
-      if (len > BigInt(c.end - c.pos)) throw new SnapshotDecodeError(ErrorCode.SnapshotBadCount, `binary dump: bad count at byte ${lenAt} in ${at} trees[${i}] length: ${len} bytes, ${c.end - c.pos} remain`);
+      if (len > BigInt(c.remaining)) throw new SnapshotDecodeError(ErrorCode.SnapshotBadCount, `binary dump: bad count at byte ${lenAt} in ${at} trees[${i}] length: ${len} bytes, ${c.remaining} remain`);
       const snap = bytes.subarray(c.pos, c.pos + Number(len));
       c.pos += Number(len);
       const { storedBlocks } = checkBincode(snap, false, `binary dump ${at} rank ${rank}: `);
@@ -247,6 +202,6 @@ export function readBinaryDump(bytes: Uint8Array): DumpSection[] {
     }
     out.push({ key, modelName, tenantId, blockSize, events: [], trees, listeners });
   }
-  if (c.pos !== c.end) throw new SnapshotDecodeError(ErrorCode.SnapshotTrailingBytes, `binary dump: ${c.end - c.pos} bytes at byte ${c.pos} after the last of ${sections} sections`);
+  if (c.remaining !== 0) throw new SnapshotDecodeError(ErrorCode.SnapshotTrailingBytes, `binary dump: ${c.remaining} bytes at byte ${c.pos} after the last of ${sections} sections`);
   return out;
 }

@@ -24,7 +24,9 @@ export const BINCODE_DP_MIN_EVENT_BYTES = 24;
 
 /**
  * A bounds-checked little-endian reader over snapshot bytes. `label` prefixes messages (the
- * merge names the part); `event` is the index of the event being read, for messages.
+ * merge names the part); `event` is the index of the event being read, for messages; `what`
+ * names the format in them (the binary peer dump, src/http/dump-binary.ts, reads its small
+ * fields with this cursor too).
  */
 export class BincodeCursor {
   readonly bytes: Uint8Array;
@@ -33,7 +35,7 @@ export class BincodeCursor {
   pos: number;
   event: number;
 
-  constructor(bytes: Uint8Array, label: string) {
+  constructor(bytes: Uint8Array, label: string, private readonly what = 'snapshot') {
     this.bytes = bytes;
     this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     this.label = label;
@@ -80,6 +82,33 @@ export class BincodeCursor {
     this.pos += n;
   }
 
+  /** A u8 that must be 0 or 1 (`SnapshotBadTag` otherwise). */
+  flag(field: string): boolean {
+    const at = this.pos;
+    const v = this.u8(field);
+    if (v > 1) throw this.badTag(at, field, v, '0 or 1');
+    return v === 1;
+  }
+
+  /**
+   * Reads a u32 element count and checks that `count * elementBytes` fits in the remaining
+   * bytes (`SnapshotBadCount` otherwise), as `count` does for bincode's u64 counts.
+   */
+  count32(elementBytes: number, field: string): number {
+    const at = this.pos;
+    const n = this.u32(field);
+    if (n * elementBytes > this.remaining) throw this.badCount(at, field, BigInt(n), elementBytes);
+    return n;
+  }
+
+  /** A UTF-8 string after its u32 byte length. */
+  str(field: string): string {
+    const n = this.count32(1, `${field} length`);
+    const s = Buffer.from(this.bytes.buffer, this.bytes.byteOffset + this.pos, n).toString('utf8');
+    this.pos += n;
+    return s;
+  }
+
   /**
    * Reads a u64 element count and checks that `count * elementBytes` fits in the remaining
    * bytes (`SnapshotBadCount` otherwise), before the caller allocates anything for it.
@@ -92,15 +121,16 @@ export class BincodeCursor {
     this.pos = at + 8;
     // Inexact above 2^53, but then the product is far beyond any buffer, as it should be.
     const n = hi * 4294967296 + lo;
-    if (n * elementBytes > this.remaining) {
-      const exact = (BigInt(hi) << 32n) | BigInt(lo);
-      throw this.fail(
-        ErrorCode.SnapshotBadCount,
-        `bad count at byte ${at} in ${field}${this.where()}: ${exact} elements of at least ` +
-          `${elementBytes} bytes cannot fit in the ${this.remaining} bytes that remain`,
-      );
-    }
+    if (n * elementBytes > this.remaining) throw this.badCount(at, field, (BigInt(hi) << 32n) | BigInt(lo), elementBytes);
     return n;
+  }
+
+  private badCount(at: number, field: string, n: bigint, elementBytes: number): SnapshotDecodeError {
+    return this.fail(
+      ErrorCode.SnapshotBadCount,
+      `bad count at byte ${at} in ${field}${this.where()}: ${n} elements of at least ` +
+        `${elementBytes} bytes cannot fit in the ${this.remaining} bytes that remain`,
+    );
   }
 
   badTag(at: number, field: string, tag: number, expected: string): SnapshotDecodeError {
@@ -121,7 +151,7 @@ export class BincodeCursor {
   }
 
   fail(code: ErrorCode, message: string): SnapshotDecodeError {
-    return new SnapshotDecodeError(code, `${this.label}snapshot ${message}`);
+    return new SnapshotDecodeError(code, `${this.label}${this.what} ${message}`);
   }
 
   private where(): string {
