@@ -168,7 +168,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       'shards\' trees\' arrays, SharedArrayBuffers that the calling isolate does not count; the shard isolates\' own heaps count in RSS only); `RSS` the same difference of RSS. Lookups: the ' +
       'workload\'s 1,000 lookups, every score compared with its expected score after the flush, then 5 timed passes of `findMatchesInto`. ' +
       'Dump: `dumpSnapshot(\'bincode\')` twice (first, then the one timed). Restore-to-ready: another fresh process reads that snapshot file, ' +
-      'creates the indexer, restores it (`restore(iterateSnapshot(bytes))`, the NATS recovery path) and answers a lookup.',
+      'creates the indexer, restores it (`restoreSnapshot(bytes)`: the NATS recovery path for bincode, trees sized once from the snapshot\'s counts) and answers a lookup.',
     '',
     table(rows),
     '',

@@ -439,7 +439,12 @@ export async function restoreSnapshot(ctx: SnapshotContext, resetStates: boolean
     }
   };
   try {
-    await ctx.indexer.restore(counted(iterateSnapshot(snap.bytes, snap.meta.encoding)));
+    const enc = snap.meta.encoding;
+    // Bincode: words straight from the bytes into trees sized once, checked whole before
+    // anything is applied (src/indexer/snapshot-restore.ts); 16.4M pairs restored in ~4 s
+    // against ~15 s through event objects (BENCHMARKS.md, "Restore to ready").
+    if (enc === 'bincode' || enc === 'bincode-dp') events = (await ctx.indexer.restoreSnapshot(snap.bytes, enc)).events;
+    else await ctx.indexer.restore(counted(iterateSnapshot(snap.bytes, enc)));
   } catch (err) {
     // A jsonl snapshot's bad line is an EventParseError (snapshot-reader.ts): as bad a snapshot.
     if (onBadSnapshot === 'fail' || !(err instanceof SnapshotDecodeError || err instanceof EventParseError)) throw err;
