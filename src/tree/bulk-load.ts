@@ -8,14 +8,16 @@
  *
  * Sized once: the check pass counts the snapshot's blocks, per worker too, so the tree's node
  * arrays grow once to hold them all (a snapshot's blocks bound its nodes) and each worker's
- * lookup is rehashed once to its count (`reserveLoad`). Growing as the events came (node arrays in 1.25x steps,
- * each step a copy into fresh pages, worker tables rehashed at every 1.5x) was 2.6 of 3.4 s of
- * CPU samples restoring 4.1M fleet pairs in-thread, and 1.4 of 3.3 s loading the 1M-pair peer
- * dump (node --cpu-prof, 2026-12-04; BENCHMARKS.md "Replica ready from a peer" and "Restore to
- * ready" have the times before and after). The cost of the bound: a snapshot whose blocks share
+ * lookup is rehashed once to its count (`reserveLoad`). Growing as the events came (node arrays
+ * in 1.25x steps, each step a copy into fresh pages, worker tables rehashed at every 1.5x) was
+ * 2.6 of 3.4 s of CPU samples restoring 4.1M fleet pairs in-thread (node --cpu-prof,
+ * 2026-12-04). Not the copying: a fresh page costs ~3.5-6 ms per MB the first time it is written
+ * on the dev VM (160 MB filled in 0.54-0.99 s, the same pages again in 6 ms), and the steps
+ * write the node arrays' bytes ~5 times over. BENCHMARKS.md ("Replica ready from a peer",
+ * "Restore to ready") has the times before and after. The cost of the bound: a snapshot whose blocks share
  * nodes (many workers on one prompt) reserves a node record (36 bytes) per shared pair that it
  * never uses, up to one per pair; a fleet of 1,000 engines with 32 shared 256-block prompts
- * reserves 1.6 % more nodes than it fills.
+ * reserves 1.5 % more nodes than it fills.
  *
  * `BincodeEvents` first walks the bytes with `checkBincode`, which changes nothing, so a
  * malformed snapshot throws before the tree (or an indexer: src/indexer/snapshot-restore.ts)
