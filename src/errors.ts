@@ -83,6 +83,11 @@ export const ErrorCode = {
   /** The server cannot serve the request now; it may be retried (503). */
   HttpUnavailable: 'KVX_HTTP_UNAVAILABLE',
   /**
+   * The index is too large for Dynamo's JSON `/dump` (one string past V8's ~512 MB limit, and
+   * an event object per block first): ask for the binary dump instead (507).
+   */
+  DumpTooLarge: 'KVX_DUMP_TOO_LARGE',
+  /**
    * The replica is still recovering its index from a peer (`kvindex serve --http --peers`):
    * lookups and dumps answer 503 with this code until it is whole, never partial scores.
    */

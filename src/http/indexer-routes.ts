@@ -29,6 +29,13 @@ import { DUMP_BINARY_TYPE, dumpBinaryStream } from './dump-binary.js';
 import { answerErrors, answerNoRoute, JSON_TYPE, sendError } from './error-answers.js';
 import type { PeerList } from './peer-list.js';
 import { registerPeerRoutes } from './peer-routes.js';
+
+/**
+ * Pairs above which Dynamo's JSON `/dump` is refused (507 `KVX_DUMP_TOO_LARGE`): the dump is one
+ * string of ~65 bytes a pair (68.3 MB at 1,048,576 pairs) and V8 caps a string at ~512 MB (2^29
+ * UTF-16 units in Node 20), so ~8M pairs is the ceiling; 7M leaves room for long names and ids.
+ */
+export const JSON_DUMP_MAX_PAIRS = 7_000_000;
 import { FORWARDED_HEADER } from './peer-forward.js';
 
 /** The routes the bearer token guards, when one is set: every route that changes state. */
@@ -71,6 +78,8 @@ export interface IndexerRoutesOptions {
    * sends it on to the peers.
    */
   forward?: (path: '/register' | '/unregister', body: Buffer) => void;
+  /** @internal Pairs above which the JSON /dump answers 507 (default `JSON_DUMP_MAX_PAIRS`; tests lower it). */
+  jsonDumpMaxPairs?: number;
   /** Told each peer added or removed over HTTP (a log line). */
   onPeerChange?: (change: 'added' | 'removed', url: string) => void;
 }
@@ -208,7 +217,13 @@ export async function registerIndexerRoutes(app: FastifyInstance, registry: Engi
         const { stream, length } = dumpBinaryStream(registry.indexes(), registry.listeners());
         return reply.type(DUMP_BINARY_TYPE).header('content-length', length).header('vary', 'accept').send(stream);
       }
-      return reply.type(JSON_TYPE).send(dumpJson(registry.indexes(), registry.listeners()));
+      // Refused before anything is built: at 16.8M pairs building the JSON (an event object per
+      // block, then one string) took the replica down ("fetch failed" on its peer, bench `peers`).
+      const indexes = registry.indexes();
+      const pairs = indexes.reduce((n, e) => n + e.index.deviceRanks().reduce((m, r) => m + e.index.blockCountOfRank(r), 0), 0);
+      const most = options.jsonDumpMaxPairs ?? JSON_DUMP_MAX_PAIRS;
+      if (pairs > most) throw new HttpRequestError(`the JSON dump of ${pairs} pairs would exceed the largest string this process can build (about ${most} pairs at ~65 bytes each); ask for the binary dump (Accept: ${DUMP_BINARY_TYPE})`, 507, ErrorCode.DumpTooLarge);
+      return reply.type(JSON_TYPE).send(dumpJson(indexes, registry.listeners()));
     });
 
     api.get('/health', guard('/health'), async (_req, reply) => reply.type(JSON_TYPE).send('{"status":"ok"}'));
