@@ -140,7 +140,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     title: 'Replica ready from a peer (serve --http --peers)',
     markdown:
       `${ENGINES} vLLM-format engines on loopback, each publishing Stored chains of ${CHAIN} blocks of ${BS} tokens until replica A holds the pairs; replica B spawned with \`--peers A\` (a fresh process per round, ${rounds} rounds, the two dumps alternating: \`--peer-dump json\`, Dynamo's JSON /dump as before, and \`--peer-dump binary\`, kvindex's binary dump). B answered 32 /query bodies as A did in every round. ` +
-      '`spawn to listening`: node start and module load, until B logs its address; `take`: GET /dump and parse/check it whole; `apply`: restore into the trees and start the listeners. A JSON /dump above ~7M pairs exceeds V8\'s largest string (~512 MB) and fails on the peer.\n\n' +
+      '`spawn to listening`: node start and module load, until B logs its address; `take`: GET /dump and parse/check it whole; `apply`: restore into the trees and start the listeners. A JSON /dump above 7M pairs would exceed V8\'s largest string (~512 MB): the peer answers it with 507 `KVX_DUMP_TOO_LARGE`.\n\n' +
       `${table(rows)}\n\nFrom the same dump bytes, in the bench process (fresh index each time, median of 3 alternating):\n\n${table(local)}`,
     rows: [...rows, ...local],
   };
