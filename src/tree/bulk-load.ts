@@ -53,7 +53,7 @@ export interface BulkLoadReport extends BincodeSummary {
 export function checkBincode(bytes: Uint8Array, withDp = false, label = '', perWorker?: Map<bigint, number>): BincodeSummary {
   const c = new BincodeCursor(bytes, label);
   const n = readEventCount(c, withDp);
-  const ids = new WorkerIds(c.view);
+  const counts = perWorker === undefined ? null : new WorkerCounts(perWorker);
   let blocks = 0;
   for (let i = 0; i < n; i++) {
     c.event = i;
@@ -65,15 +65,55 @@ export function checkBincode(bytes: Uint8Array, withDp = false, label = '', perW
     // (variant, tag 1, parent, count) or 13 (no parent).
     const k = c.view.getUint32(at, true) === 0 ? (c.pos - at - (c.bytes[at + 4] === 1 ? 21 : 13)) / 16 : 0;
     blocks += k;
-    if (perWorker !== undefined) {
-      const w = ids.at(p0);
-      perWorker.set(w, (perWorker.get(w) ?? 0) + k);
-    }
+    counts?.add(c.view.getUint32(p0, true), c.view.getUint32(p0 + 4, true), k);
     if (withDp) c.skip(4, 'dp_rank');
   }
   c.event = -1;
   c.expectEnd(n);
+  counts?.finish();
   return { events: n, storedBlocks: blocks };
+}
+
+const COUNT_SLOTS = 4096;
+
+/**
+ * Stored blocks per worker, by the id's u32 halves, into a Map keyed by the id: a `bigint` and a
+ * Map update only at a worker's first event or when another worker took its entry of a small
+ * direct-mapped cache. Why: a snapshot of one event per pair (Dynamo's dump) with 8 workers in
+ * turn measured 111-146 ms to check for 2M events, and 365-452 ms with a Map update per event.
+ */
+class WorkerCounts {
+  private readonly lo = new Int32Array(COUNT_SLOTS);
+  private readonly hi = new Int32Array(COUNT_SLOTS);
+  private readonly used = new Uint8Array(COUNT_SLOTS);
+  private readonly n = new Float64Array(COUNT_SLOTS);
+
+  constructor(private readonly out: Map<bigint, number>) {}
+
+  add(lo: number, hi: number, k: number): void {
+    const h = Math.imul(lo ^ Math.imul(hi, 0x9e3779b1), 0x85ebca6b) >>> 20; // 12 bits
+    if (this.used[h] === 1 && this.lo[h] === (lo | 0) && this.hi[h] === (hi | 0)) {
+      this.n[h] = this.n[h]! + k;
+      return;
+    }
+    if (this.used[h] === 1) this.flush(h);
+    const id = u64FromHalves(hi, lo);
+    if (!this.out.has(id)) this.out.set(id, 0); // its first event: the Map keeps that order
+    this.used[h] = 1;
+    this.lo[h] = lo;
+    this.hi[h] = hi;
+    this.n[h] = k;
+  }
+
+  finish(): void {
+    for (let h = 0; h < COUNT_SLOTS; h++) if (this.used[h] === 1) this.flush(h);
+  }
+
+  private flush(h: number): void {
+    const id = u64FromHalves(this.hi[h]!, this.lo[h]!);
+    this.out.set(id, this.out.get(id)! + this.n[h]!);
+    this.used[h] = 0;
+  }
 }
 
 /**
