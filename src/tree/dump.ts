@@ -58,8 +58,36 @@ export class EventCollector implements DumpSink {
 /** Writes every (worker, node) pair of the tree into the sink exactly once. */
 export function dumpTree(tree: RadixTree, sink: DumpSink): void {
   const nodes = tree.nodes;
-  const { parent, nextSib, h0Lo, h0Hi, pWorker, pLo, pHi, pNext } = nodes;
+  const { h0Lo, h0Hi, pWorker, pLo, pHi, pNext } = nodes;
   const rec = nodes.node;
+  const top = nodes.nodeTop;
+  // Children have no list (node-store.ts): a node's children are the one at `node + 1`, if
+  // it is one, and its edges in the table, grouped here by parent with a counting sort (edge
+  // `kids[edgeStart[p] ..< edgeStart[p + 1]]` for parent p). Transient: 4 bytes a node and 4
+  // an edge, freed with the dump.
+  const slots = tree.edges.slotsView;
+  const edgeStart = new Int32Array(top + 1);
+  let edgeCount = 0;
+  for (let i = 0; i < slots.length; i++) {
+    const v = slots[i]!;
+    if (v === 0) continue;
+    edgeStart[rec[(v - 1) * 4 + 2]! & 0x0fffffff]!++;
+    edgeCount++;
+  }
+  for (let p = 0, sum = 0; p <= top; p++) {
+    const c = edgeStart[p]!;
+    edgeStart[p] = sum;
+    sum += c;
+  }
+  const kids = new Int32Array(edgeCount);
+  for (let i = 0; i < slots.length; i++) {
+    const v = slots[i]!;
+    if (v === 0) continue;
+    kids[edgeStart[rec[(v - 1) * 4 + 2]! & 0x0fffffff]!++] = v - 1;
+  }
+  // Placing moved each start to the next parent's: shift back.
+  for (let p = top; p > 0; p--) edgeStart[p] = edgeStart[p - 1]!;
+  edgeStart[0] = 0;
   // Node record fields read inline with literal offsets (node-store.ts): through small arrow
   // functions, or with named constants, a dump of the conversation tree measured 1.3-2x slower.
   // The worker's hash on a node is returned through these two, to avoid an allocation per pair.
@@ -123,7 +151,16 @@ export function dumpTree(tree: RadixTree, sink: DumpSink): void {
         let next = NONE;
         let nextLo = 0;
         let nextHi = 0;
-        for (let c = rec[node * 4 + 2]!; c !== NONE; c = nextSib[c]!) {
+        // j = start - 1: the child at node + 1 (if it is one); then the node's edges.
+        const end = edgeStart[node + 1]!;
+        for (let j = edgeStart[node]! - 1; j < end; j++) {
+          let c: number;
+          if (j < edgeStart[node]!) {
+            c = node + 1;
+            if ((rec[c * 4 + 2]! & 0x0fffffff) !== node) continue;
+          } else {
+            c = kids[j]!;
+          }
           if (!holds(c, slot)) continue;
           if (next === NONE) {
             next = c;
@@ -150,11 +187,10 @@ export function dumpTree(tree: RadixTree, sink: DumpSink): void {
   // For a node with several workers the parent's workers are stamped once (`parentMark`), so
   // finding the node's chain heads costs O(workers), not O(workers^2) list walks.
   const parentMark = new Int32Array(slotLo.length).fill(-1);
-  const top = nodes.nodeTop;
   for (let node = 1; node < top; node++) {
     const w = rec[node * 4 + 3]!;
     if (w === NONE) continue; // free id
-    const up = parent[node]!;
+    const up = rec[node * 4 + 2]! & 0x0fffffff;
     if (w >= 0) {
       if (up === ROOT || !has(up, w)) chain(node, w, h0Lo[node]!, h0Hi[node]!);
       continue;

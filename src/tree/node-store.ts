@@ -7,9 +7,21 @@
  * hold exactly one worker (conversation workload: 63,603 nodes for 65,536 pairs). So a node
  * with one worker stores that pair inline (worker slot and external hash), and a node with two
  * or more keeps all of them in a list of overflow pairs whose head is encoded in the same `w0`
- * word. A node costs 36 bytes of arrays, a pair about 54
+ * word. A node costs 25 bytes of arrays, a pair about 43
  * bytes with the tables on the conversation tree (docs/layout.md has the split), instead of ~70
- * with a separate pair record per worker.
+ * with a separate pair record per worker and 54 with sibling links.
+ *
+ * Children without links: a node's children are found by key, never by a list. A child that
+ * sits at `parent + 1` (allocation tries that id first: 88 % of the conversation tree's nodes,
+ * 97 % of the synthetic one's) is found by reading that record; every other child is in the
+ * edge table (edge-table.ts). A node's record carries its parent and a 2-bit class of its child
+ * count (none, one, two or more), so a lookup stops at a leaf, or at a node whose one child is
+ * the one at `id + 1` with another key, without probing the table. The exact count (1 byte,
+ * saturating into a Map past 254: nodes with that many children are rare, e.g. the end of a
+ * system prompt shared by thousands of conversations) is the writer's, for detach and the pair
+ * budget. Dumps enumerate children with a counting sort of the edge table by parent
+ * (dump.ts). Dropping the first-child word and the two sibling links saved 12 bytes a node
+ * (11 net of the count byte): docs/layout.md.
  *
  * `w0` (word 3 of a node's record, below): >= 0 the single worker's slot; -1 (NONE) no pairs
  * (root, hollow node, free node); <= -2 the head of the overflow list, `-w0 - 2`.
@@ -34,8 +46,9 @@ export const NONE = -1;
 
 /**
  * Records. The node fields a lookup reads at every step are packed into one record of `node`,
- * `NODE_WORDS` words: [0] tokens hash low half, [1] high half (both as int32), [2] first child,
- * [3] worker set word (`w0`). At the head of an overflow list, its worker count and fingerprint
+ * `NODE_WORDS` words: [0] tokens hash low half, [1] high half (both as int32), [2] parent word
+ * (`PARENT_MASK` bits: the parent's id; bits 28-29: the child class, `KIDS_SHIFT`), [3] worker
+ * set word (`w0`). At the head of an overflow list, its worker count and fingerprint
  * halves are one record of `pSet`, `SET_WORDS` words: [0] count, [1] fingerprint low half, [2]
  * high half (int32). A step of the walk reads one record instead of four arrays (and three):
  * on the conversation workload a lookup reads 12.3 distinct 4 KiB pages of a tree instead of
@@ -49,6 +62,18 @@ export const NONE = -1;
 export const NODE_WORDS = 4;
 export const SET_WORDS = 3;
 
+/**
+ * The parent word (record word 2): the parent's id in the low 28 bits, `PARENT_MASK` there for
+ * none (the root, and a node allocated but not yet linked: `allocUnlinked`); the node's child
+ * class in bits 28-29 (`KIDS_SHIFT`): 0 no child, 1 one, 2 two or more. A free node's word is
+ * -1 (its field is `PARENT_MASK` too). Node ids stay below 2^28 (`MAX_NODES`): 4 GiB of records.
+ */
+export const PARENT_MASK = 0x0fffffff;
+export const KIDS_SHIFT = 28;
+/** Node capacity limit: ids must fit the parent field, with `PARENT_MASK` itself kept for none. */
+export const MAX_NODES = PARENT_MASK;
+const KIDS_BITS = 3 << KIDS_SHIFT;
+
 const MIN_CAPACITY = 1024;
 /** How far past its parent's id a new node's id is sought before next-fit (see `freeBits`). */
 const NEAR_WORDS = 8;
@@ -56,15 +81,18 @@ const L = LOCAL_STORE;
 
 export class NodeStore {
   // Node arrays, indexed by NodeId.
-  parent: Int32Array;
   /**
-   * Per node, `NODE_WORDS` words: tokens hash halves (int32), first child, and the worker set
-   * word (`w0`: the single worker's slot, NONE, or the encoded head of the overflow list, see
-   * above). Read through the accessors below outside the lookup walk.
+   * Per node, `NODE_WORDS` words: tokens hash halves (int32), parent word (parent id and child
+   * class, see `PARENT_MASK`), and the worker set word (`w0`: the single worker's slot, NONE, or
+   * the encoded head of the overflow list, see above). Read through the accessors below outside
+   * the lookup walk. The record after the last id handed out is always allocated (and free), so
+   * a lookup's check of `id + 1` never reads past the array.
    */
   node: Int32Array;
-  nextSib: Int32Array;
-  prevSib: Int32Array;
+  /** Exact child count per node, 255 = see `manyKids` (private to the writer). */
+  private kids: Uint8Array;
+  /** Child counts of 255 or more (nodes whose `kids` byte is 255). */
+  private readonly manyKids = new Map<number, number>();
   h0Lo: Uint32Array;
   h0Hi: Uint32Array;
   private nodeCap: number;
@@ -124,17 +152,16 @@ export class NodeStore {
   liveOverflow = 0;
 
   /**
-   * `store` holds the arrays a lookup reads (parent, key, first child, worker set); the rest is
+   * `store` holds the arrays a lookup reads (the node records, worker sets); the rest is
    * always private memory. `capacity`: initial nodes (tests force growth with tiny ones).
    */
   constructor(private readonly store: ArrayStore = LOCAL_STORE, capacity = MIN_CAPACITY) {
     const cap = Math.max(2, capacity);
     this.nodeCap = cap;
-    this.parent = store.int32(cap, NONE);
-    // Every word NONE: a free node's tokens hash is never read, its child and worker word are.
+    // Every word NONE: a free node's tokens hash is never read, its parent and worker word are.
     this.node = store.int32(cap * NODE_WORDS, NONE);
-    this.nextSib = L.int32(cap, NONE);
-    this.prevSib = L.int32(cap, NONE);
+    this.node[2] = PARENT_MASK; // the root: no parent, no child
+    this.kids = new Uint8Array(cap);
     this.h0Lo = L.uint32(cap);
     this.h0Hi = L.uint32(cap);
     const pairs = Math.min(64, cap);
@@ -181,8 +208,25 @@ export class NodeStore {
     this.node[id * 4 + 3] = w;
   }
 
-  firstChild(id: number): number {
-    return this.node[id * 4 + 2]!;
+  /** The parent of a linked node; NONE for the root, a free node, or one not yet linked. */
+  parentOf(id: number): number {
+    const p = this.node[id * 4 + 2]! & PARENT_MASK;
+    return p === PARENT_MASK ? NONE : p;
+  }
+
+  /** How many children `id` has. */
+  childCount(id: number): number {
+    const k = this.kids[id]!;
+    return k === 255 ? this.manyKids.get(id)! : k;
+  }
+
+  hasChildren(id: number): boolean {
+    return this.kids[id] !== 0;
+  }
+
+  /** Nodes whose child count is 255 or more (the rest fit the count byte). */
+  get manyKidsCount(): number {
+    return this.manyKids.size;
   }
 
   /** Tokens hash halves of `id`, as int32. */
@@ -205,26 +249,30 @@ export class NodeStore {
 
   /** Bytes held by the typed arrays (capacity, not just live entries). */
   get bytes(): number {
-    return this.nodeCap * 36 + this.freeBits.byteLength + this.pairCap * 36 + this.pairs.bytes + this.keyLo.length * 16 + this.members.bytes;
+    return this.nodeCap * 25 + this.freeBits.byteLength + this.pairCap * 36 + this.pairs.bytes + this.keyLo.length * 16 + this.members.bytes;
   }
 
-  /** A fresh node under `parent` keyed by the tokens hash; linked as its parent's first child. */
+  /**
+   * A fresh node under `parent` keyed by the tokens hash, linked (the edge table is the
+   * caller's business: radix-tree.ts `linkChild`).
+   */
   allocNode(parent: NodeId, lo: number, hi: number, worker: WorkerSlot, hLo: number, hHi: number): NodeId {
     const id = this.allocUnlinked(parent, lo, hi, worker, hLo, hHi);
-    this.link(id);
+    this.link(id, parent);
     return id;
   }
 
   /**
-   * A fresh node with its fields set but not yet in its parent's child list (`link` puts it
-   * there): unreachable from the root until then, so a shard writes it outside the readers' lock.
+   * A fresh node with its fields set but not yet linked to `parent` (`link` does it): its
+   * parent field says none, so it is unreachable from the root until then, even at `parent + 1`,
+   * and a shard writes it outside the readers' lock. `parent` only picks where it goes.
    */
   allocUnlinked(parent: NodeId, lo: number, hi: number, worker: WorkerSlot, hLo: number, hHi: number): NodeId {
     let id: number;
     const bits = this.freeBits;
     const hint = parent + 1;
     if (this.freeCount === 0) {
-      if (this.nodeTop === this.nodeCap) this.growNodes();
+      if (this.nodeTop + 1 === this.nodeCap) this.growNodes(); // one free record past the top
       id = this.nodeTop++;
     } else if (hint < this.nodeTop && (bits[hint >>> 5]! & (1 << (hint & 31))) !== 0) {
       id = hint;
@@ -234,41 +282,68 @@ export class NodeStore {
       id = this.takeNear(hint);
     }
     this.liveNodes++;
-    this.parent[id] = parent;
     const r = id * 4;
     const node = this.node;
     node[r] = lo;
     node[r + 1] = hi;
-    node[r + 2] = NONE; // first child
+    node[r + 2] = PARENT_MASK; // not linked yet, no child
     node[r + 3] = worker;
+    this.kids[id] = 0;
     this.h0Lo[id] = hLo;
     this.h0Hi[id] = hHi;
     return id as NodeId;
   }
 
-  /** Links a node `allocUnlinked` made as its parent's first child. */
-  link(id: NodeId): void {
-    const parent = this.parent[id]!;
-    const head = this.firstChild(parent);
-    this.nextSib[id] = head;
-    this.prevSib[id] = NONE;
-    if (head !== NONE) this.prevSib[head] = id;
-    this.node[parent * 4 + 2] = id;
+  /**
+   * Links a node `allocUnlinked` made to `parent`: sets its parent field (keeping its own child
+   * class) and counts it. At `parent + 1` it is then reachable; anywhere else the caller puts it
+   * in the edge table (radix-tree.ts `linkChild`).
+   */
+  link(id: NodeId, parent: number): void {
+    const r = id * 4 + 2;
+    this.node[r] = parent | (this.node[r]! & KIDS_BITS);
+    const k = this.kids[parent]!;
+    if (k < 254) {
+      this.kids[parent] = k + 1;
+      if (k < 2) this.setKidsClass(parent, k + 1);
+    } else if (k === 254) {
+      this.kids[parent] = 255;
+      this.manyKids.set(parent, 255);
+    } else {
+      this.manyKids.set(parent, this.manyKids.get(parent)! + 1);
+    }
   }
 
-  /** Unlinks a node from its parent's child list (the edge table is the caller's business). */
-  unlink(id: NodeId): void {
-    const prev = this.prevSib[id]!;
-    const next = this.nextSib[id]!;
-    if (prev !== NONE) this.nextSib[prev] = next;
-    else this.node[this.parent[id]! * 4 + 2] = next;
-    if (next !== NONE) this.prevSib[next] = prev;
+  /**
+   * Uncounts a child of `parent` that is being unlinked (its own record and edge are the
+   * caller's business: `freeNodeId` clears the record).
+   */
+  unlink(parent: number): void {
+    const k = this.kids[parent]!;
+    if (k === 255) {
+      const c = this.manyKids.get(parent)! - 1;
+      if (c < 255) {
+        this.manyKids.delete(parent);
+        this.kids[parent] = c;
+      } else {
+        this.manyKids.set(parent, c);
+      }
+      return;
+    }
+    this.kids[parent] = k - 1;
+    if (k <= 2) this.setKidsClass(parent, k - 1);
   }
 
-  /** Returns a detached node (no pairs left, children already handled) to the free list. */
+  /** Writes the child class (0, 1, 2: two or more) into a node's parent word. */
+  private setKidsClass(id: number, cls: number): void {
+    const r = id * 4 + 2;
+    this.node[r] = (this.node[r]! & ~KIDS_BITS) | (cls << KIDS_SHIFT);
+  }
+
+  /** Returns a detached node (no pairs left, no children, unlinked) to the free list. */
   freeNodeId(id: NodeId): void {
     this.setW0(id, NONE);
-    this.parent[id] = NONE;
+    this.node[id * 4 + 2] = NONE;
     this.freeBits[id >>> 5]! |= 1 << (id & 31);
     this.freeCount++;
     this.liveNodes--;
@@ -384,7 +459,7 @@ export class NodeStore {
    * costs ~3 ms per MB on the dev VM.
    */
   reserve(nodes: number, pairs: number): void {
-    while (this.nodeTop + nodes > this.nodeCap) this.growNodes();
+    while (this.nodeTop + nodes + 1 > this.nodeCap) this.growNodes(); // + the free record past the top
     while (this.pairTop + pairs > this.pairCap) this.growPairs();
   }
 
@@ -396,12 +471,13 @@ export class NodeStore {
   private growNodes(): void {
     // 1.25x: node arrays are most of the memory, and a 2x step left up to half of them unused
     // (73 -> 55 bytes per pair on the conversation workload's final tree).
-    const cap = Math.ceil(this.nodeCap * 1.25);
+    const cap = Math.min(MAX_NODES, Math.ceil(this.nodeCap * 1.25));
+    if (cap === this.nodeCap) throw new RangeError(`radix tree: more than ${MAX_NODES - 1} nodes`);
     const s = this.store;
-    this.parent = s.growInt32(this.parent, cap, NONE);
     this.node = s.growInt32(this.node, cap * NODE_WORDS, NONE);
-    this.nextSib = L.growInt32(this.nextSib, cap, NONE);
-    this.prevSib = L.growInt32(this.prevSib, cap, NONE);
+    const kids = new Uint8Array(cap);
+    kids.set(this.kids);
+    this.kids = kids;
     this.h0Lo = L.growUint32(this.h0Lo, cap);
     this.h0Hi = L.growUint32(this.h0Hi, cap);
     if (this.freeBits.length * 32 < cap) {

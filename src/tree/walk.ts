@@ -21,13 +21,12 @@
  * score (`emit`), and only the few are visited. Any other change visits the set as above.
  * Whole-chain lookups at 4,096 workers sharing a 48-block prompt: 50 us -> ~2 us (p50).
  */
-import { findEdge } from './edge-table.js';
+import { findChild, findEdge } from './edge-table.js';
 import type { MatchResult } from './match-result.js';
 
 /** The arrays a lookup reads (views of the tree's own, or of shared memory). */
 export interface LookupArrays {
-  parent: Int32Array;
-  /** Node records, 4 words (node-store.ts: tokens hash halves, first child, worker set word). */
+  /** Node records, 4 words (node-store.ts: tokens hash halves, parent word, worker set word). */
   node: Int32Array;
   pWorker: Int32Array;
   pNext: Int32Array;
@@ -61,7 +60,7 @@ export function emptyLookupArrays(): LookupArrays {
   const i = (): Int32Array => new Int32Array(0);
   const u = (): Uint32Array => new Uint32Array(0);
   return {
-    parent: i(), node: i(), pWorker: i(), pNext: i(),
+    node: i(), pWorker: i(), pNext: i(),
     pSet: i(), keyLo: u(), keyHi: u(), edges: i(), edgeMask: 0, roots: i(),
     pMOff: i(), mIds: u(), slotLo: u(), slotHi: u(),
   };
@@ -123,7 +122,7 @@ export class WalkScratch {
    * result): every loop over a list is bounded by the pair count, so the walk ends regardless.
    */
   walk(a: LookupArrays, words: Uint32Array, off: number, n: number, earlyExit: boolean, guard: Int32Array | null = null, guardN = 0): number {
-    const { parent, node, pWorker, pNext, pSet, keyLo, keyHi, edges, edgeMask, pMOff, roots } = a;
+    const { node, pWorker, pNext, pSet, keyLo, keyHi, edges, edgeMask, pMOff, roots } = a;
     const rootMask = roots.length - 1; // -1: no root keys
     this.aborted = guardN > 0 && listed(guard!, guardN, 0);
     if (this.aborted) return 0;
@@ -156,17 +155,19 @@ export class WalkScratch {
       // As int32, the form of the node records' halves.
       const lo = words[off + 2 * i]! | 0;
       const hi = words[off + 2 * i + 1]! | 0;
-      // Most nodes have one child: compare the first child before probing the edge table
-      // (lookup p99 on the conversation tree measured 22 -> 14 us).
+      // Most children sit right after their parent: compare the record at cur + 1 before
+      // probing the edge table (edge-table.ts `findChild`, inlined with the root keys' check).
       // Record offsets as literals (node-store.ts: a named constant is a load in V8).
-      const c = node[cur * 4 + 2]!;
-      if (c === NONE) break;
-      const rc = c * 4;
-      let child = c;
-      if (node[rc] !== lo || node[rc + 1] !== hi) {
+      const rc = cur * 4 + 4;
+      const pw = node[rc + 2]! & 0x0fffffff;
+      let child = cur + 1;
+      if (pw !== cur || node[rc] !== lo || node[rc + 1] !== hi) {
+        // No child but that one, or none at all: no probe (the child class, node-store.ts).
+        const kids = node[cur * 4 + 2]! >>> 28;
+        if (kids === 0 || (kids === 1 && pw === cur)) break;
         // No root child has a key with these low bits: no probe (edge-table.ts ROOT_SLOTS).
         if (cur === 0 && rootMask >= 0 && roots[lo & rootMask] === 0) break;
-        child = findEdge(edges, edgeMask, parent, node, cur, lo, hi);
+        child = findEdge(edges, edgeMask, node, cur, lo, hi);
         if (child < 0) break;
       }
       if (guardN > 0 && listed(guard!, guardN, child)) {
@@ -400,13 +401,12 @@ export function firstBlockUnheld(a: LookupArrays, lo: number, hi: number): boole
 /** The root's child with tokens-hash key (lo, hi), or NONE. */
 function rootChild(a: LookupArrays, lo: number, hi: number): number {
   const node = a.node;
-  const c = node[2]!;
-  if (c === NONE) return NONE;
-  if (node[c * 4] === lo && node[c * 4 + 1] === hi) return c;
+  if (node.length < 8) return NONE; // empty views (a reader before its first refresh)
   const roots = a.roots;
-  if (roots.length > 0 && roots[lo & (roots.length - 1)] === 0) return NONE;
-  const e = findEdge(a.edges, a.edgeMask, a.parent, node, 0, lo, hi);
-  return e < 0 ? NONE : e;
+  const atOne = (node[6]! & 0x0fffffff) === 0 && node[4] === lo && node[5] === hi;
+  // Not the child at id 1, and no root child has a key with these low bits: no probe.
+  if (!atOne && roots.length > 0 && roots[lo & (roots.length - 1)] === 0) return NONE;
+  return findChild(a.edges, a.edgeMask, node, 0, lo, hi);
 }
 
 /** Position of the worker with id words (lo, hi) in a member array, or -1. */
