@@ -71,7 +71,7 @@ export function dumpTree(tree: RadixTree, sink: DumpSink): void {
   for (let i = 0; i < slots.length; i++) {
     const v = slots[i]!;
     if (v === 0) continue;
-    edgeStart[rec[(v - 1) * 4 + 2]! & 0x0fffffff]!++;
+    edgeStart[rec[((v & 0x0fffffff) - 1) * 4 + 2]! & 0x0fffffff]!++;
     edgeCount++;
   }
   for (let p = 0, sum = 0; p <= top; p++) {
@@ -83,7 +83,8 @@ export function dumpTree(tree: RadixTree, sink: DumpSink): void {
   for (let i = 0; i < slots.length; i++) {
     const v = slots[i]!;
     if (v === 0) continue;
-    kids[edgeStart[rec[(v - 1) * 4 + 2]! & 0x0fffffff]!++] = v - 1;
+    const c = (v & 0x0fffffff) - 1; // slots: child + 1 and a tag (edge-table.ts EDGE_ID)
+    kids[edgeStart[rec[c * 4 + 2]! & 0x0fffffff]!++] = c;
   }
   // Placing moved each start to the next parent's: shift back.
   for (let p = top; p > 0; p--) edgeStart[p] = edgeStart[p - 1]!;

@@ -7,8 +7,11 @@
  * not their parent's first, 526, reached by a first-child word and sibling links: 12 bytes a
  * node, where the edges added now cost ~1 a pair: docs/layout.md.)
  *
- * Slots hold only `child + 1` (0 = empty); the key is read back from the child's node record
- * (tokens hash and parent field), so an edge costs 4 bytes per slot instead of 16. Linear
+ * Slots hold only `child + 1` (0 = empty) and, in bits 28-30, a 3-bit tag of the edge's hash
+ * (`EDGE_TAG`); the key is read back from the child's node record (tokens hash and parent
+ * field), so an edge costs 4 bytes per slot instead of 16. The tag skips the record of 7 in 8
+ * other entries a probe passes: each is a read of a random record (the table now holds an edge
+ * per conversation turn, and lookups cross them). Linear
  * probing with backward-shift deletion (no tombstones, so lookups never slow down with churn).
  * Load stays at or below 0.75.
  *
@@ -21,6 +24,17 @@
 import { MAX_SHARED_BYTES } from './array-store.js';
 import type { NodeId, NodeStore } from './node-store.js';
 import type { UnitLog } from './unit-log.js';
+
+/**
+ * Node ids in slots (`child + 1` fits 28 bits: node-store.ts `MAX_NODES`); the 3 bits above
+ * hold the top 3 bits of the edge's hash (`edgeHash(..) >>> 29`), bit 31 stays 0.
+ */
+export const EDGE_ID = 0x0fffffff;
+
+/** The slot value of an edge to `child` whose hash is `h`. */
+function slotValue(child: number, h: number): number {
+  return (child + 1) | ((h >>> 29) << 28);
+}
 
 export function edgeHash(parent: number, lo: number, hi: number): number {
   let h = Math.imul(lo ^ Math.imul(parent, 0x9e3779b1), 0x85ebca6b) ^ Math.imul(hi, 0xc2b2ae35);
@@ -42,12 +56,17 @@ export function findEdge(
   // ~8 % slower.
   const lo32 = lo | 0;
   const hi32 = hi | 0;
-  let i = edgeHash(parent, lo32, hi32) & mask;
+  const h = edgeHash(parent, lo32, hi32);
+  const tag = h >>> 29;
+  let i = h & mask;
   for (;;) {
     const v = slots[i]!;
     if (v === 0) return -1;
-    const r = (v - 1) * 4; // node records (node-store.ts), offsets as literals
-    if (node[r] === lo32 && node[r + 1] === hi32 && (node[r + 2]! & 0x0fffffff) === parent) return v - 1;
+    if (v >>> 28 === tag) {
+      const c = (v & 0x0fffffff) - 1;
+      const r = c * 4; // node records (node-store.ts), offsets as literals
+      if (node[r] === lo32 && node[r + 1] === hi32 && (node[r + 2]! & 0x0fffffff) === parent) return c;
+    }
     i = (i + 1) & mask;
   }
 }
@@ -195,11 +214,13 @@ export class EdgeTable {
     const mask = this.mask;
     const nodes = this.nodes;
     let i: number;
-    if (child === this.foundChild && slots[this.foundSlot] === child + 1) {
+    const h = childHash(nodes, child);
+    const v = slotValue(child, h);
+    if (child === this.foundChild && slots[this.foundSlot] === v) {
       i = this.foundSlot; // found by `listMoves` just before (a detach's first removal)
     } else {
-      i = childHash(nodes, child) & mask;
-      while (slots[i] !== child + 1) i = (i + 1) & mask;
+      i = h & mask;
+      while (slots[i] !== v) i = (i + 1) & mask;
     }
     this.foundChild = -1;
     this.count--;
@@ -225,8 +246,7 @@ export class EdgeTable {
         j = (j + 1) & mask;
         const v = slots[j]!;
         if (v === 0) return;
-        const c = v - 1;
-        const home = childHash(nodes, c) & mask;
+        const home = childHash(nodes, (v & 0x0fffffff) - 1) & mask;
         // The entry at j may move to i unless its home lies cyclically in (i, j].
         if (i <= j ? home <= i || home > j : home <= i && home > j) {
           slots[i] = v;
@@ -246,15 +266,17 @@ export class EdgeTable {
     const slots = this.slots;
     const mask = this.mask;
     const node = this.nodes.node;
-    let i = childHash(this.nodes, child) & mask;
-    while (slots[i] !== child + 1) i = (i + 1) & mask;
+    const h = childHash(this.nodes, child);
+    const want = slotValue(child, h);
+    let i = h & mask;
+    while (slots[i] !== want) i = (i + 1) & mask;
     this.foundChild = child; // `remove` of this child, next, starts here
     this.foundSlot = i;
     for (;;) {
       i = (i + 1) & mask;
       const v = slots[i]!;
       if (v === 0 || u.full) return;
-      u.add(node[(v - 1) * 4 + 2]! & 0x0fffffff);
+      u.add(node[((v & 0x0fffffff) - 1) * 4 + 2]! & 0x0fffffff);
     }
   }
 
@@ -263,9 +285,10 @@ export class EdgeTable {
   }
 
   private place(slots: Int32Array, mask: number, child: number): void {
-    let i = childHash(this.nodes, child) & mask;
+    const h = childHash(this.nodes, child);
+    let i = h & mask;
     while (slots[i] !== 0) i = (i + 1) & mask;
-    slots[i] = child + 1;
+    slots[i] = slotValue(child, h);
   }
 
   private rehashInto(next: Int32Array): void {
@@ -273,7 +296,7 @@ export class EdgeTable {
     const mask = next.length - 1;
     for (let i = 0; i < old.length; i++) {
       const v = old[i]!;
-      if (v !== 0) this.place(next, mask, v - 1);
+      if (v !== 0) this.place(next, mask, (v & 0x0fffffff) - 1);
     }
   }
 
