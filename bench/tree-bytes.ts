@@ -20,9 +20,10 @@ export function bytesByStructure(tree: RadixTree): Record<string, number> {
   const r = (b: number): number => Math.round((b / pairs) * 100) / 100;
   const parts: Record<string, number> = {
     'node records (16/node)': r(nodeCap * 16),
+    'parent (4/node)': r(nodeCap * 4),
     'child count (1/node)': r(nodeCap),
     'inline external hash (8/node)': r(nodeCap * 8),
-    'free-id bitmap': r(n.bytes - nodeCap * 25 - pairCap * 36 - n.pairs.bytes - n.keyLo.length * 16 - members),
+    'free-id bitmap': r(n.bytes - nodeCap * 29 - pairCap * 36 - n.pairs.bytes - n.keyLo.length * 16 - members),
     'edge table + root keys': r(tree.edges.bytes),
     'worker tables (external hash -> pair)': r(tables),
     'overflow pairs (36/pair)': r(pairCap * 36),

@@ -8,7 +8,7 @@ import { NodeStore, NONE, ROOT, type NodeId, type WorkerSlot } from '../src/tree
 import { LOCAL_STORE } from '../src/tree/array-store.js';
 
 const W = 0 as WorkerSlot;
-const alloc = (s: NodeStore, parent: number): number => s.allocNode(parent as NodeId, 1, 2, W, 3, 4);
+const alloc = (s: NodeStore, parent: number): number => s.allocUnlinked(parent as NodeId, 1, 2, W, 3, 4);
 
 describe('node id allocation', () => {
   it('makes new ids in order while none is free', () => {
@@ -55,7 +55,7 @@ describe('node id allocation', () => {
         live.pop();
         liveSet.delete(id);
         s.freeNodeId(id as NodeId);
-        expect([s.parentOf(id), s.w0(id)]).toEqual([NONE, NONE]);
+        expect([s.parent[id], s.w0(id)]).toEqual([NONE, NONE]);
       } else {
         const parent = live.length > 0 && rand(2) === 0 ? live[rand(live.length)]! : ROOT;
         const topBefore = s.nodeTop;
@@ -65,7 +65,7 @@ describe('node id allocation', () => {
         expect(id).toBeGreaterThan(0);
         // A new id only when none was free.
         expect(s.nodeTop).toBe(freeBefore > 0 ? topBefore : topBefore + 1);
-        expect(s.parentOf(id)).toBe(parent);
+        expect(s.parent[id]).toBe(parent);
         live.push(id);
         liveSet.add(id);
       }

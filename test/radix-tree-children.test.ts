@@ -1,11 +1,12 @@
 /**
- * Children without links (node-store.ts): a child at `parent + 1` is found by its record, every
- * other child in the edge table, and a node's record carries a 2-bit class of its child count
- * that lets lookups stop without probing. These tests would fail if that layout lost a child or
- * a pair: a node with more children than its count byte holds, removals of the child at
- * `parent + 1` while its siblings remain, a freed id reused by a child of another parent with
- * the same tokens hash, hollow nodes and their detach; each compared with the Map-based model,
- * through a dump and its replay, and through 2 shard threads read from shared memory.
+ * Children without sibling links (node-store.ts): a node's first child is in its record, every
+ * other child in the edge table, the first child's removal leaves its siblings in the table with
+ * no first child, and the record carries a 2-bit class of the child count that lets lookups stop
+ * without probing. These tests would fail if that layout lost a child or a pair: a node with
+ * more children than its count byte holds, removal of the first child while its siblings
+ * remain, a freed id reused by a child of another parent with the same tokens hash, hollow
+ * nodes and their detach; each compared with the Map-based model, through a dump and its
+ * replay, and through 2 shard threads read from shared memory.
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { MapRadixTree } from '../bench/reference/map-radix-tree.js';
@@ -58,10 +59,10 @@ function expectDumpReplays(tree: RadixTree, model: MapRadixTree): void {
 
 /**
  * The event script of the wide node: W stores P, its 600 children (one event each, so each is
- * linked on its own: the first at P + 1, the rest in the edge table) and a grandchild under
- * each; a second worker shares P and every third child; then children leave in a shuffled
- * order that starts with the one at P + 1, while new root chains reuse the freed ids with the
- * tokens hashes of removed children.
+ * linked on its own: the first in P's record, the rest in the edge table) and a grandchild
+ * under each; a second worker shares P and every third child; then children leave in a
+ * shuffled order that starts with the first child, while new root chains reuse the freed ids
+ * (P + 1 among them) with the tokens hashes of removed children.
  */
 function wideScript(): { ev: RouterEvent; check: boolean }[] {
   const out: { ev: RouterEvent; check: boolean }[] = [];
@@ -86,7 +87,7 @@ function wideScript(): { ev: RouterEvent; check: boolean }[] {
     add(removed(W, [kidHash(i) + 10_000n, kidHash(i)]), check);
     if (i % 3 === 0) add(removed(8n, [kidHash(i)]), check);
     // A root chain with a removed child's tokens hash: its node takes a freed id near the
-    // root's, possibly P + 1, under another parent; P must not find it.
+    // root's (the first takes P + 1, child 0's) under another parent; P must not find it.
     if (k < 40) add(stored(9n + BigInt(k), null, [[77_000n + BigInt(k), kidTok(i)], [78_000n + BigInt(k), P_TOK]]), check);
   });
   return out;
@@ -98,7 +99,7 @@ afterAll(async () => {
 });
 
 describe('children without sibling links', () => {
-  it('a node with 600 children keeps every one through removals, the child at parent + 1 first, and id reuse', () => {
+  it('a node with 600 children keeps every one through removals, the first child first, and id reuse', () => {
     const tree = new RadixTree({ initialCapacity: 4 });
     const model = new MapRadixTree();
     const qs = lookups();

@@ -39,7 +39,7 @@ function memberOffset(tree: RadixTree, path: BigUint64Array, depth: number): num
   for (let i = 0; i < depth; i++) {
     const lo = Number(path[i]! & 0xffffffffn);
     const hi = Number(path[i]! >> 32n);
-    const c = findChild(tree.edges.slotsView, tree.edges.maskValue, n.node, node, lo | 0, hi | 0);
+    const c = findChild(tree.edges.slotsView, tree.edges.maskValue, n.parent, n.node, node, lo | 0, hi | 0);
     if (c === -1) throw new Error(`no node at depth ${i + 1}`);
     node = c;
   }

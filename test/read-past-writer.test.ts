@@ -20,7 +20,7 @@ import { generateStream, type Op } from './support/event-gen.js';
 
 /** The writer's arrays that lookups read (shared-layout.ts), as the tree holds them. */
 interface Internals {
-  nodes: { node: Int32Array; pWorker: Int32Array; pNext: Int32Array; pSet: Int32Array; members: { pMOff: Int32Array } };
+  nodes: { node: Int32Array; parent: Int32Array; pWorker: Int32Array; pNext: Int32Array; pSet: Int32Array; members: { pMOff: Int32Array } };
   edges: { slots: Int32Array };
 }
 
@@ -123,6 +123,7 @@ function runStream(seed: number, ops: number, dropList: boolean): Tally {
     // An array that grew is a new array: watch it too; and give the reader views of the new
     // layout (a read past the writer gives up while its views are not the current layout's).
     n.node = wrap(n.node);
+    n.parent = wrap(n.parent);
     n.pWorker = wrap(n.pWorker);
     n.pNext = wrap(n.pNext);
     n.pSet = wrap(n.pSet);

@@ -58,20 +58,20 @@ export class EventCollector implements DumpSink {
 /** Writes every (worker, node) pair of the tree into the sink exactly once. */
 export function dumpTree(tree: RadixTree, sink: DumpSink): void {
   const nodes = tree.nodes;
-  const { h0Lo, h0Hi, pWorker, pLo, pHi, pNext } = nodes;
+  const { parent, h0Lo, h0Hi, pWorker, pLo, pHi, pNext } = nodes;
   const rec = nodes.node;
   const top = nodes.nodeTop;
-  // Children have no list (node-store.ts): a node's children are the one at `node + 1`, if
-  // it is one, and its edges in the table, grouped here by parent with a counting sort (edge
-  // `kids[edgeStart[p] ..< edgeStart[p + 1]]` for parent p). Transient: 4 bytes a node and 4
-  // an edge, freed with the dump.
+  // Children have no list (node-store.ts): a node's children are its first child, if any, and
+  // its edges in the table, grouped here by parent with a counting sort (the edges of parent p
+  // are `kids[edgeStart[p] ..< edgeStart[p + 1]]`). Transient: 4 bytes a node and 4 an edge
+  // (1 % of the nodes on the conversation tree), freed with the dump.
   const slots = tree.edges.slotsView;
   const edgeStart = new Int32Array(top + 1);
   let edgeCount = 0;
   for (let i = 0; i < slots.length; i++) {
     const v = slots[i]!;
     if (v === 0) continue;
-    edgeStart[rec[((v & 0x0fffffff) - 1) * 4 + 2]! & 0x0fffffff]!++;
+    edgeStart[parent[(v & 0x0fffffff) - 1]!]!++;
     edgeCount++;
   }
   for (let p = 0, sum = 0; p <= top; p++) {
@@ -84,7 +84,7 @@ export function dumpTree(tree: RadixTree, sink: DumpSink): void {
     const v = slots[i]!;
     if (v === 0) continue;
     const c = (v & 0x0fffffff) - 1; // slots: child + 1 and a tag (edge-table.ts EDGE_ID)
-    kids[edgeStart[rec[c * 4 + 2]! & 0x0fffffff]!++] = c;
+    kids[edgeStart[parent[c]!]!++] = c;
   }
   // Placing moved each start to the next parent's: shift back.
   for (let p = top; p > 0; p--) edgeStart[p] = edgeStart[p - 1]!;
@@ -152,17 +152,16 @@ export function dumpTree(tree: RadixTree, sink: DumpSink): void {
         let next = NONE;
         let nextLo = 0;
         let nextHi = 0;
-        // j = start - 1: the child at node + 1 (if it is one); then the node's edges.
-        const end = edgeStart[node + 1]!;
-        for (let j = edgeStart[node]! - 1; j < end; j++) {
-          let c: number;
-          if (j < edgeStart[node]!) {
-            c = node + 1;
-            if ((rec[c * 4 + 2]! & 0x0fffffff) !== node) continue;
-          } else {
-            c = kids[j]!;
-          }
-          if (!holds(c, slot)) continue;
+        // The first child (j = start - 1), then the node's edges, unless its child class says
+        // it has none (node-store.ts: a leaf, or one child that is the first).
+        const cw = rec[node * 4 + 2]!;
+        const first = cw & 0x0fffffff;
+        const more = cw >>> 28 >= 2 || (cw >>> 28 === 1 && first === 0x0fffffff);
+        const start = more ? edgeStart[node]! : 0;
+        const end = more ? edgeStart[node + 1]! : 0;
+        for (let j = start - 1; j < end; j++) {
+          const c = j < start ? first : kids[j]!;
+          if (c === 0x0fffffff || !holds(c, slot)) continue;
           if (next === NONE) {
             next = c;
             nextLo = hashLo;
@@ -191,7 +190,7 @@ export function dumpTree(tree: RadixTree, sink: DumpSink): void {
   for (let node = 1; node < top; node++) {
     const w = rec[node * 4 + 3]!;
     if (w === NONE) continue; // free id
-    const up = rec[node * 4 + 2]! & 0x0fffffff;
+    const up = parent[node]!;
     if (w >= 0) {
       if (up === ROOT || !has(up, w)) chain(node, w, h0Lo[node]!, h0Hi[node]!);
       continue;

@@ -1,17 +1,14 @@
 /**
  * Open-addressing table of the tree's edges: (parent node, tokens hash) -> child node, for every
- * child that does not sit at `parent + 1` (that one is found by reading the next record, which
- * every lookup step does before probing: `findChild`, node-store.ts). On the conversation
- * workload 7,690 of 63,603 nodes are elsewhere (12 %; synthetic: 1,634 of 51,841): the table
- * holds 12 % of the edges it held when it had them all. (Before, it held only children that were
- * not their parent's first, 526, reached by a first-child word and sibling links: 12 bytes a
- * node, where the edges added now cost ~1 a pair: docs/layout.md.)
+ * child that is not its parent's first child (the node record's child word reaches that one,
+ * and every lookup step compares it before probing: `findChild`, node-store.ts). On the
+ * conversation workload 526 of 63,603 nodes are not first children: the table holds 1 % of the
+ * edges it held when it had them all, and a pair costs 8 bytes less (65 -> 57 bytes of arrays).
  *
  * Slots hold only `child + 1` (0 = empty) and, in bits 28-30, a 3-bit tag of the edge's hash
- * (`EDGE_TAG`); the key is read back from the child's node record (tokens hash and parent
- * field), so an edge costs 4 bytes per slot instead of 16. The tag skips the record of 7 in 8
- * other entries a probe passes: each is a read of a random record (the table now holds an edge
- * per conversation turn, and lookups cross them). Linear
+ * (`EDGE_ID`); the key is read back from the child's `parent` and the tokens hash in its node
+ * record, so an edge costs 4 bytes per slot instead of 16. The tag skips the records of 7 in 8
+ * other entries a probe passes (each a read of a random record). Linear
  * probing with backward-shift deletion (no tombstones, so lookups never slow down with churn).
  * Load stays at or below 0.75.
  *
@@ -47,7 +44,7 @@ export function edgeHash(parent: number, lo: number, hi: number): number {
  * one probe loop of the tree's writer and of lookups reading a shard's tree from shared memory.
  */
 export function findEdge(
-  slots: Int32Array, mask: number, node: Int32Array,
+  slots: Int32Array, mask: number, par: Int32Array, node: Int32Array,
   parent: number, lo: number, hi: number,
 ): number {
   // Halves hashed and compared as int32, the form of the node records (callers may pass either
@@ -65,25 +62,25 @@ export function findEdge(
     if (v >>> 28 === tag) {
       const c = (v & 0x0fffffff) - 1;
       const r = c * 4; // node records (node-store.ts), offsets as literals
-      if (node[r] === lo32 && node[r + 1] === hi32 && (node[r + 2]! & 0x0fffffff) === parent) return c;
+      if (node[r] === lo32 && node[r + 1] === hi32 && par[c] === parent) return c;
     }
     i = (i + 1) & mask;
   }
 }
 
 /**
- * The child of `cur` keyed by the tokens hash (lo, hi, as int32), or -1: the record at
- * `cur + 1` if it is that child, else the edge table unless `cur`'s child class (node-store.ts
- * `PARENT_MASK`) proves there is no other child: none, or one and it is the one at `cur + 1`.
- * The tree's writer and the walk's first step (walk.ts) use it; the walk inlines the same.
+ * The child of `cur` keyed by the tokens hash (lo, hi, as int32), or -1: its first child if it
+ * has that key, else the edge table unless `cur`'s child class (node-store.ts `ID_MASK`) proves
+ * there is no other child: none, or one and it is the first. The tree's writer and the walk's
+ * first step (walk.ts) use it; the walk inlines the same.
  */
-export function findChild(slots: Int32Array, mask: number, node: Int32Array, cur: number, lo: number, hi: number): number {
-  const r = cur * 4 + 4; // the record at cur + 1 (always allocated: node-store.ts)
-  const pw = node[r + 2]! & 0x0fffffff;
-  if (pw === cur && node[r] === lo && node[r + 1] === hi) return cur + 1;
-  const kids = node[cur * 4 + 2]! >>> 28;
-  if (kids === 0 || (kids === 1 && pw === cur)) return -1;
-  return findEdge(slots, mask, node, cur, lo, hi);
+export function findChild(slots: Int32Array, mask: number, par: Int32Array, node: Int32Array, cur: number, lo: number, hi: number): number {
+  const cw = node[cur * 4 + 2]!;
+  const c = cw & 0x0fffffff;
+  if (c !== 0x0fffffff && node[c * 4] === lo && node[c * 4 + 1] === hi) return c;
+  const kids = cw >>> 28;
+  if (kids === 0 || (kids === 1 && c !== 0x0fffffff)) return -1;
+  return findEdge(slots, mask, par, node, cur, lo, hi);
 }
 
 /**
@@ -101,11 +98,10 @@ export function findChild(slots: Int32Array, mask: number, node: Int32Array, cur
 export const ROOT_SLOTS = 2048;
 export const ROOT_MASK = ROOT_SLOTS - 1;
 
-/** The edge hash of `child` (its parent and tokens hash, from its node record). */
+/** The edge hash of `child` (its parent and tokens hash, from the node arrays). */
 function childHash(nodes: NodeStore, child: number): number {
   const r = child * 4;
-  const node = nodes.node;
-  return edgeHash(node[r + 2]! & 0x0fffffff, node[r]!, node[r + 1]!);
+  return edgeHash(nodes.parent[child]!, nodes.node[r]!, nodes.node[r + 1]!);
 }
 
 /** Where a shared table publishes a switch: the active buffer (0 or 1) and its mask. */
@@ -159,7 +155,7 @@ export class EdgeTable {
   /** The child of `parent` keyed by the tokens hash (lo, hi), or -1. */
   find(parent: number, lo: number, hi: number): number {
     const n = this.nodes;
-    return findEdge(this.slots, this.mask, n.node, parent, lo, hi);
+    return findEdge(this.slots, this.mask, n.parent, n.node, parent, lo, hi);
   }
 
   /**
@@ -265,7 +261,7 @@ export class EdgeTable {
   listMoves(child: NodeId, u: UnitLog): void {
     const slots = this.slots;
     const mask = this.mask;
-    const node = this.nodes.node;
+    const par = this.nodes.parent;
     const h = childHash(this.nodes, child);
     const want = slotValue(child, h);
     let i = h & mask;
@@ -276,7 +272,7 @@ export class EdgeTable {
       i = (i + 1) & mask;
       const v = slots[i]!;
       if (v === 0 || u.full) return;
-      u.add(node[((v & 0x0fffffff) - 1) * 4 + 2]! & 0x0fffffff);
+      u.add(par[(v & 0x0fffffff) - 1]!);
     }
   }
 

@@ -7,21 +7,27 @@
  * hold exactly one worker (conversation workload: 63,603 nodes for 65,536 pairs). So a node
  * with one worker stores that pair inline (worker slot and external hash), and a node with two
  * or more keeps all of them in a list of overflow pairs whose head is encoded in the same `w0`
- * word. A node costs 25 bytes of arrays, a pair about 43
+ * word. A node costs 29 bytes of arrays, a pair about 47
  * bytes with the tables on the conversation tree (docs/layout.md has the split), instead of ~70
  * with a separate pair record per worker and 54 with sibling links.
  *
- * Children without links: a node's children are found by key, never by a list. A child that
- * sits at `parent + 1` (allocation tries that id first: 88 % of the conversation tree's nodes,
- * 97 % of the synthetic one's) is found by reading that record; every other child is in the
- * edge table (edge-table.ts). A node's record carries its parent and a 2-bit class of its child
- * count (none, one, two or more), so a lookup stops at a leaf, or at a node whose one child is
- * the one at `id + 1` with another key, without probing the table. The exact count (1 byte,
+ * Children without sibling links: a node's first child is in its record, every other child in
+ * the edge table (edge-table.ts), found by key; no list links them. When the first child goes
+ * and others stay, nothing takes its place (finding one would need a list): the record says
+ * "no first child" and its siblings stay in the table. The first-child word also carries a
+ * 2-bit class of the node's child count (none, one, two or more), so a lookup whose key misses
+ * the first child stops without probing unless there are others. The exact count (1 byte,
  * saturating into a Map past 254: nodes with that many children are rare, e.g. the end of a
  * system prompt shared by thousands of conversations) is the writer's, for detach and the pair
- * budget. Dumps enumerate children with a counting sort of the edge table by parent
- * (dump.ts). Dropping the first-child word and the two sibling links saved 12 bytes a node
- * (11 net of the count byte): docs/layout.md.
+ * budget. Dumps enumerate children with a counting sort of the edge table by parent (dump.ts).
+ * Dropping the sibling links saved 8 bytes a node (7 net of the count byte).
+ *
+ * Why keep the first-child word: without it (commit 75d7d03 of w/layout, 25 bytes a node, 43 a
+ * pair), the child at `parent + 1` was found by its record's parent field and every other child
+ * in the table, which then held an edge per conversation turn (a turn's first block sits far
+ * from the previous turn's last: 7,690 of the conversation tree's 63,603 nodes). Lookups cross
+ * them: 42 probes on the longest paths, each a cache miss into the table, and in-thread
+ * `findMatchesInto` p99 went 2.90 -> 3.56 us (+20 %, both builds interleaved in one process).
  *
  * `w0` (word 3 of a node's record, below): >= 0 the single worker's slot; -1 (NONE) no pairs
  * (root, hollow node, free node); <= -2 the head of the overflow list, `-w0 - 2`.
@@ -46,8 +52,8 @@ export const NONE = -1;
 
 /**
  * Records. The node fields a lookup reads at every step are packed into one record of `node`,
- * `NODE_WORDS` words: [0] tokens hash low half, [1] high half (both as int32), [2] parent word
- * (`PARENT_MASK` bits: the parent's id; bits 28-29: the child class, `KIDS_SHIFT`), [3] worker
+ * `NODE_WORDS` words: [0] tokens hash low half, [1] high half (both as int32), [2] child word
+ * (`ID_MASK` bits: the first child's id; bits 28-29: the child class, `KIDS_SHIFT`), [3] worker
  * set word (`w0`). At the head of an overflow list, its worker count and fingerprint
  * halves are one record of `pSet`, `SET_WORDS` words: [0] count, [1] fingerprint low half, [2]
  * high half (int32). A step of the walk reads one record instead of four arrays (and three):
@@ -63,15 +69,15 @@ export const NODE_WORDS = 4;
 export const SET_WORDS = 3;
 
 /**
- * The parent word (record word 2): the parent's id in the low 28 bits, `PARENT_MASK` there for
- * none (the root, and a node allocated but not yet linked: `allocUnlinked`); the node's child
- * class in bits 28-29 (`KIDS_SHIFT`): 0 no child, 1 one, 2 two or more. A free node's word is
- * -1 (its field is `PARENT_MASK` too). Node ids stay below 2^28 (`MAX_NODES`): 4 GiB of records.
+ * The child word (record word 2): the first child's id in the low 28 bits, `ID_MASK` there for
+ * none; the node's child class in bits 28-29 (`KIDS_SHIFT`): 0 no child, 1 one, 2 two or more
+ * (with class 1 and no first child, the one child is in the edge table). A free node's word is
+ * -1. Node ids stay below 2^28 (`MAX_NODES`): 4 GiB of records.
  */
-export const PARENT_MASK = 0x0fffffff;
+export const ID_MASK = 0x0fffffff;
 export const KIDS_SHIFT = 28;
-/** Node capacity limit: ids must fit the parent field, with `PARENT_MASK` itself kept for none. */
-export const MAX_NODES = PARENT_MASK;
+/** Node capacity limit: ids must fit the child word, with `ID_MASK` itself kept for none. */
+export const MAX_NODES = ID_MASK;
 const KIDS_BITS = 3 << KIDS_SHIFT;
 
 const MIN_CAPACITY = 1024;
@@ -81,12 +87,12 @@ const L = LOCAL_STORE;
 
 export class NodeStore {
   // Node arrays, indexed by NodeId.
+  parent: Int32Array;
   /**
-   * Per node, `NODE_WORDS` words: tokens hash halves (int32), parent word (parent id and child
-   * class, see `PARENT_MASK`), and the worker set word (`w0`: the single worker's slot, NONE, or
-   * the encoded head of the overflow list, see above). Read through the accessors below outside
-   * the lookup walk. The record after the last id handed out is always allocated (and free), so
-   * a lookup's check of `id + 1` never reads past the array.
+   * Per node, `NODE_WORDS` words: tokens hash halves (int32), child word (first child and child
+   * class, see `ID_MASK`), and the worker set word (`w0`: the single worker's slot, NONE, or the
+   * encoded head of the overflow list, see above). Read through the accessors below outside the
+   * lookup walk.
    */
   node: Int32Array;
   /** Exact child count per node, 255 = see `manyKids` (private to the writer). */
@@ -152,15 +158,16 @@ export class NodeStore {
   liveOverflow = 0;
 
   /**
-   * `store` holds the arrays a lookup reads (the node records, worker sets); the rest is
+   * `store` holds the arrays a lookup reads (parent, node records, worker sets); the rest is
    * always private memory. `capacity`: initial nodes (tests force growth with tiny ones).
    */
   constructor(private readonly store: ArrayStore = LOCAL_STORE, capacity = MIN_CAPACITY) {
     const cap = Math.max(2, capacity);
     this.nodeCap = cap;
-    // Every word NONE: a free node's tokens hash is never read, its parent and worker word are.
+    this.parent = store.int32(cap, NONE);
+    // Every word NONE: a free node's tokens hash is never read, its child and worker word are.
     this.node = store.int32(cap * NODE_WORDS, NONE);
-    this.node[2] = PARENT_MASK; // the root: no parent, no child
+    this.node[2] = ID_MASK; // the root: no child yet
     this.kids = new Uint8Array(cap);
     this.h0Lo = L.uint32(cap);
     this.h0Hi = L.uint32(cap);
@@ -208,10 +215,15 @@ export class NodeStore {
     this.node[id * 4 + 3] = w;
   }
 
-  /** The parent of a linked node; NONE for the root, a free node, or one not yet linked. */
+  /** The parent of a node; NONE for the root and a free node. */
   parentOf(id: number): number {
-    const p = this.node[id * 4 + 2]! & PARENT_MASK;
-    return p === PARENT_MASK ? NONE : p;
+    return this.parent[id]!;
+  }
+
+  /** The first child of `id`, or NONE (no child, or the first one went and others stayed). */
+  firstChild(id: number): number {
+    const c = this.node[id * 4 + 2]! & ID_MASK;
+    return c === ID_MASK ? NONE : c;
   }
 
   /** How many children `id` has. */
@@ -249,7 +261,7 @@ export class NodeStore {
 
   /** Bytes held by the typed arrays (capacity, not just live entries). */
   get bytes(): number {
-    return this.nodeCap * 25 + this.freeBits.byteLength + this.pairCap * 36 + this.pairs.bytes + this.keyLo.length * 16 + this.members.bytes;
+    return this.nodeCap * 29 + this.freeBits.byteLength + this.pairCap * 36 + this.pairs.bytes + this.keyLo.length * 16 + this.members.bytes;
   }
 
   /**
@@ -258,21 +270,20 @@ export class NodeStore {
    */
   allocNode(parent: NodeId, lo: number, hi: number, worker: WorkerSlot, hLo: number, hHi: number): NodeId {
     const id = this.allocUnlinked(parent, lo, hi, worker, hLo, hHi);
-    this.link(id, parent);
+    this.link(id);
     return id;
   }
 
   /**
-   * A fresh node with its fields set but not yet linked to `parent` (`link` does it): its
-   * parent field says none, so it is unreachable from the root until then, even at `parent + 1`,
-   * and a shard writes it outside the readers' lock. `parent` only picks where it goes.
+   * A fresh node with its fields set but not yet its parent's child (`link` does it):
+   * unreachable from the root until then, so a shard writes it outside the readers' lock.
    */
   allocUnlinked(parent: NodeId, lo: number, hi: number, worker: WorkerSlot, hLo: number, hHi: number): NodeId {
     let id: number;
     const bits = this.freeBits;
     const hint = parent + 1;
     if (this.freeCount === 0) {
-      if (this.nodeTop + 1 === this.nodeCap) this.growNodes(); // one free record past the top
+      if (this.nodeTop === this.nodeCap) this.growNodes();
       id = this.nodeTop++;
     } else if (hint < this.nodeTop && (bits[hint >>> 5]! & (1 << (hint & 31))) !== 0) {
       id = hint;
@@ -282,11 +293,12 @@ export class NodeStore {
       id = this.takeNear(hint);
     }
     this.liveNodes++;
+    this.parent[id] = parent;
     const r = id * 4;
     const node = this.node;
     node[r] = lo;
     node[r + 1] = hi;
-    node[r + 2] = PARENT_MASK; // not linked yet, no child
+    node[r + 2] = ID_MASK; // no child
     node[r + 3] = worker;
     this.kids[id] = 0;
     this.h0Lo[id] = hLo;
@@ -295,13 +307,21 @@ export class NodeStore {
   }
 
   /**
-   * Links a node `allocUnlinked` made to `parent`: sets its parent field (keeping its own child
-   * class) and counts it. At `parent + 1` it is then reachable; anywhere else the caller puts it
-   * in the edge table (radix-tree.ts `linkChild`).
+   * Links a node `allocUnlinked` made as its parent's child and counts it: as the first child
+   * if the parent has none (returns true), else the caller puts it in the edge table
+   * (radix-tree.ts `linkChild`) and it returns false.
    */
-  link(id: NodeId, parent: number): void {
-    const r = id * 4 + 2;
-    this.node[r] = parent | (this.node[r]! & KIDS_BITS);
+  link(id: NodeId): boolean {
+    const parent = this.parent[id]!;
+    const r = parent * 4 + 2;
+    const first = (this.node[r]! & ID_MASK) === ID_MASK;
+    if (first) this.node[r] = id | (this.node[r]! & KIDS_BITS);
+    this.count(parent);
+    return first;
+  }
+
+  /** Counts a new child of `parent` (and its class in the child word). */
+  private count(parent: number): void {
     const k = this.kids[parent]!;
     if (k < 254) {
       this.kids[parent] = k + 1;
@@ -315,10 +335,20 @@ export class NodeStore {
   }
 
   /**
-   * Uncounts a child of `parent` that is being unlinked (its own record and edge are the
-   * caller's business: `freeNodeId` clears the record).
+   * Unlinks `id` from its parent `up` and uncounts it: returns whether it was the first child
+   * (then `up` has no first child any more, its other children stay in the edge table); if not,
+   * its edge is the caller's business. `freeNodeId` then clears its record.
    */
-  unlink(parent: number): void {
+  unlink(id: NodeId, up: number): boolean {
+    const r = up * 4 + 2;
+    const first = (this.node[r]! & ID_MASK) === id;
+    if (first) this.node[r] = ID_MASK | (this.node[r]! & KIDS_BITS);
+    this.uncount(up);
+    return first;
+  }
+
+  /** Uncounts a child of `parent` (and its class in the child word). */
+  private uncount(parent: number): void {
     const k = this.kids[parent]!;
     if (k === 255) {
       const c = this.manyKids.get(parent)! - 1;
@@ -334,7 +364,7 @@ export class NodeStore {
     if (k <= 2) this.setKidsClass(parent, k - 1);
   }
 
-  /** Writes the child class (0, 1, 2: two or more) into a node's parent word. */
+  /** Writes the child class (0, 1, 2: two or more) into a node's child word. */
   private setKidsClass(id: number, cls: number): void {
     const r = id * 4 + 2;
     this.node[r] = (this.node[r]! & ~KIDS_BITS) | (cls << KIDS_SHIFT);
@@ -344,6 +374,7 @@ export class NodeStore {
   freeNodeId(id: NodeId): void {
     this.setW0(id, NONE);
     this.node[id * 4 + 2] = NONE;
+    this.parent[id] = NONE;
     this.freeBits[id >>> 5]! |= 1 << (id & 31);
     this.freeCount++;
     this.liveNodes--;
@@ -459,7 +490,7 @@ export class NodeStore {
    * costs ~3 ms per MB on the dev VM.
    */
   reserve(nodes: number, pairs: number): void {
-    while (this.nodeTop + nodes + 1 > this.nodeCap) this.growNodes(); // + the free record past the top
+    while (this.nodeTop + nodes > this.nodeCap) this.growNodes();
     while (this.pairTop + pairs > this.pairCap) this.growPairs();
   }
 
@@ -474,6 +505,7 @@ export class NodeStore {
     const cap = Math.min(MAX_NODES, Math.ceil(this.nodeCap * 1.25));
     if (cap === this.nodeCap) throw new RangeError(`radix tree: more than ${MAX_NODES - 1} nodes`);
     const s = this.store;
+    this.parent = s.growInt32(this.parent, cap, NONE);
     this.node = s.growInt32(this.node, cap * NODE_WORDS, NONE);
     const kids = new Uint8Array(cap);
     kids.set(this.kids);

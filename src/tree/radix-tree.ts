@@ -163,7 +163,7 @@ export class RadixTree {
     const sab = (a: Int32Array | Uint32Array): SharedArrayBuffer => a.buffer as SharedArrayBuffer;
     const [edgesA, edgesB] = this.edges.buffers!;
     return {
-      header: sab(this.header), node: sab(n.node), pWorker: sab(n.pWorker), pNext: sab(n.pNext),
+      header: sab(this.header), parent: sab(n.parent), node: sab(n.node), pWorker: sab(n.pWorker), pNext: sab(n.pNext),
       pSet: sab(n.pSet), keyLo: sab(n.keyLo), keyHi: sab(n.keyHi),
       edgesA, edgesB, slotLo: sab(n.slotLo), slotHi: sab(n.slotHi),
       pMOff: sab(n.members.pMOff), mIds: sab(n.members.mIds), roots: this.edges.rootCounts.buffer as SharedArrayBuffer,
@@ -295,9 +295,8 @@ export class RadixTree {
   /**
    * @internal Phase 2 of Stored, the part readers cannot see, so a shard runs it outside the
    * readers' lock (this thread is the tree's only writer): allocates the event's new nodes, each
-   * linked below the one before except the first, with their edges (an edge of a node no reader
-   * can reach goes into an empty slot of the table: a probe for any other key ends as before;
-   * the shard reserved the room, so the table is not rebuilt), and records every block in
+   * linked below the one before except the first (each is its new parent's first child: no
+   * edge), and records every block in
    * the worker's lookup and the recency. `commitStore` then publishes it in `units` steps: one per
    * block already in the tree (the worker joins that node), then one that links the first new
    * node, making the whole new chain visible at once. New blocks were 95 % of the blocks stored
@@ -316,7 +315,7 @@ export class RadixTree {
     for (let i = m; i < n; i++) {
       const k = off + 4 * i;
       const child = nodes.allocUnlinked(cur as NodeId, words[k + 2]! | 0, words[k + 3]! | 0, slot, words[k]! | 0, words[k + 1]! | 0);
-      if (i > m) this.linkChild(child, cur); // its parent is new: unreachable yet
+      if (i > m) this.nodes.link(child); // its parent is new: it becomes a first child, no edge
       table.insert(child as number as PairRef);
       this.pairs++;
       path[i] = child;
@@ -352,7 +351,7 @@ export class RadixTree {
           u.add(p.linkTo); // its children change; the chain is new
           u.begin();
         }
-        this.linkChild(node, p.linkTo);
+        this.linkChild(node);
         u?.end();
       }
     }
@@ -543,7 +542,8 @@ export class RadixTree {
   private lookupArrays(): LookupArrays {
     const a = this.arrays;
     const n = this.nodes;
-      a.node = n.node;
+      a.parent = n.parent;
+    a.node = n.node;
     a.pWorker = n.pWorker;
     a.pNext = n.pNext;
     a.pSet = n.pSet;
@@ -648,23 +648,26 @@ export class RadixTree {
   /** The child of `cur` keyed by the tokens hash, or -1. */
   private childOf(cur: number, lo: number, hi: number): number {
     const n = this.nodes;
-    return findChild(this.edges.slotsView, this.edges.maskValue, n.node, cur, lo | 0, hi | 0);
+    return findChild(this.edges.slotsView, this.edges.maskValue, n.parent, n.node, cur, lo | 0, hi | 0);
   }
 
   /**
-   * Links a node `allocUnlinked` made to `parent`: at `parent + 1` its parent field alone makes
-   * it reachable; anywhere else its edge goes into the table (edge-table.ts), after the field
-   * the edge's hash is read from.
+   * Links a node `allocUnlinked` made as its parent's child: the first child if the parent has
+   * none, else its edge goes into the table (edge-table.ts). The parent's child class says "two
+   * or more" only once the edge is there, but readers are kept out either way (the lock, or the
+   * unit log listing the parent).
    */
-  private linkChild(id: NodeId, parent: number): void {
-    this.nodes.link(id, parent);
-    if (id !== parent + 1) this.edges.insert(id);
+  private linkChild(id: NodeId): void {
+    if (!this.nodes.link(id)) this.edges.insert(id);
   }
 
-  /** Unlinks a node from its parent (`freeNodeId` then clears its record). */
+  /**
+   * Unlinks a node from its parent (`freeNodeId` then clears its record). A first child leaves
+   * its parent without one: its siblings stay where they are, in the table.
+   */
   private unlinkChild(id: NodeId, up: number): void {
-    if (id !== up + 1) this.edges.remove(id);
-    this.nodes.unlink(up);
+    if (this.nodes.firstChild(up) !== id) this.edges.remove(id);
+    this.nodes.unlink(id, up);
   }
 
   private addWorker(workerId: bigint): WorkerSlot {
@@ -772,7 +775,7 @@ export class RadixTree {
     for (let id = top; ; ) {
       const up = nodes.parentOf(id) as NodeId;
       u.add(up);
-      if (id !== up + 1) this.edges.listMoves(id, u);
+      if (nodes.firstChild(up) !== id) this.edges.listMoves(id, u);
       if (!this.goesWith(up)) return;
       id = up;
     }

@@ -26,7 +26,8 @@ import type { MatchResult } from './match-result.js';
 
 /** The arrays a lookup reads (views of the tree's own, or of shared memory). */
 export interface LookupArrays {
-  /** Node records, 4 words (node-store.ts: tokens hash halves, parent word, worker set word). */
+  parent: Int32Array;
+  /** Node records, 4 words (node-store.ts: tokens hash halves, child word, worker set word). */
   node: Int32Array;
   pWorker: Int32Array;
   pNext: Int32Array;
@@ -60,7 +61,7 @@ export function emptyLookupArrays(): LookupArrays {
   const i = (): Int32Array => new Int32Array(0);
   const u = (): Uint32Array => new Uint32Array(0);
   return {
-    node: i(), pWorker: i(), pNext: i(),
+    parent: i(), node: i(), pWorker: i(), pNext: i(),
     pSet: i(), keyLo: u(), keyHi: u(), edges: i(), edgeMask: 0, roots: i(),
     pMOff: i(), mIds: u(), slotLo: u(), slotHi: u(),
   };
@@ -122,7 +123,7 @@ export class WalkScratch {
    * result): every loop over a list is bounded by the pair count, so the walk ends regardless.
    */
   walk(a: LookupArrays, words: Uint32Array, off: number, n: number, earlyExit: boolean, guard: Int32Array | null = null, guardN = 0): number {
-    const { node, pWorker, pNext, pSet, keyLo, keyHi, edges, edgeMask, pMOff, roots } = a;
+    const { parent, node, pWorker, pNext, pSet, keyLo, keyHi, edges, edgeMask, pMOff, roots } = a;
     const rootMask = roots.length - 1; // -1: no root keys
     this.aborted = guardN > 0 && listed(guard!, guardN, 0);
     if (this.aborted) return 0;
@@ -155,16 +156,16 @@ export class WalkScratch {
       // As int32, the form of the node records' halves.
       const lo = words[off + 2 * i]! | 0;
       const hi = words[off + 2 * i + 1]! | 0;
-      // Most children sit right after their parent: compare the record at cur + 1 before
-      // probing the edge table (edge-table.ts `findChild`, inlined with the root keys' check).
-      // Record offsets as literals (node-store.ts: a named constant is a load in V8).
-      const rc = cur * 4 + 4;
-      const pw = node[rc + 2]! & 0x0fffffff;
-      let child = cur + 1;
-      if (pw !== cur || node[rc] !== lo || node[rc + 1] !== hi) {
-        // No child but that one, or none at all: no probe (the child class, node-store.ts).
-        const kids = node[cur * 4 + 2]! >>> 28;
-        if (kids === 0 || (kids === 1 && pw === cur)) break;
+      // Most nodes have one child: compare the first child before probing the edge table
+      // (lookup p99 on the conversation tree measured 22 -> 14 us; edge-table.ts `findChild`,
+      // inlined with the root keys' check). Record offsets as literals (node-store.ts: a named
+      // constant is a load in V8).
+      const cw = node[cur * 4 + 2]!;
+      let child = cw & 0x0fffffff;
+      if (child === 0x0fffffff || node[child * 4] !== lo || node[child * 4 + 1] !== hi) {
+        // No child but the first, or none at all: no probe (the child class, node-store.ts).
+        const kids = cw >>> 28;
+        if (kids === 0 || (kids === 1 && child !== 0x0fffffff)) break;
         // No root child has a key with these low bits: no probe (edge-table.ts ROOT_SLOTS).
         if (cur === 0 && rootMask >= 0 && roots[lo & rootMask] === 0) break;
         // The probe of edge-table.ts `findEdge` (hash: `edgeHash`), inlined: a call per probe cost ~0.5 us of
@@ -181,7 +182,7 @@ export class WalkScratch {
           if (v >>> 28 === tag) {
             const ce = (v & 0x0fffffff) - 1;
             const re = ce * 4;
-            if (node[re] === lo && node[re + 1] === hi && (node[re + 2]! & 0x0fffffff) === cur) {
+            if (node[re] === lo && node[re + 1] === hi && parent[ce] === cur) {
               child = ce;
               break;
             }
@@ -421,12 +422,13 @@ export function firstBlockUnheld(a: LookupArrays, lo: number, hi: number): boole
 /** The root's child with tokens-hash key (lo, hi), or NONE. */
 function rootChild(a: LookupArrays, lo: number, hi: number): number {
   const node = a.node;
-  if (node.length < 8) return NONE; // empty views (a reader before its first refresh)
+  if (node.length < 4) return NONE; // empty views (a reader before its first refresh)
+  const c = node[2]! & 0x0fffffff;
+  if (c !== 0x0fffffff && node[c * 4] === lo && node[c * 4 + 1] === hi) return c;
+  // No root child has a key with these low bits: no probe.
   const roots = a.roots;
-  const atOne = (node[6]! & 0x0fffffff) === 0 && node[4] === lo && node[5] === hi;
-  // Not the child at id 1, and no root child has a key with these low bits: no probe.
-  if (!atOne && roots.length > 0 && roots[lo & (roots.length - 1)] === 0) return NONE;
-  return findChild(a.edges, a.edgeMask, node, 0, lo, hi);
+  if (roots.length > 0 && roots[lo & (roots.length - 1)] === 0) return NONE;
+  return findChild(a.edges, a.edgeMask, a.parent, node, 0, lo, hi);
 }
 
 /** Position of the worker with id words (lo, hi) in a member array, or -1. */

@@ -234,6 +234,7 @@ export class TreeReader {
     const i32 = (b: SharedArrayBuffer): Int32Array => new Int32Array(b, 0, b.byteLength >>> 2);
     const u32 = (b: SharedArrayBuffer): Uint32Array => new Uint32Array(b, 0, b.byteLength >>> 2);
     const a = this.arrays;
+    a.parent = i32(l.parent);
     a.node = i32(l.node);
     a.pWorker = i32(l.pWorker);
     a.pNext = i32(l.pNext);
