@@ -139,7 +139,7 @@ describe('children without sibling links', () => {
     const steps: RouterEvent[] = [
       stored(1n, null, a),
       stored(2n, null, a.slice(0, 2)),
-      // W2 branches off block 2 (its child is not at parent + 1: that id is W1's block 3).
+      // W2 branches off block 2: its child is not the first, it goes into the edge table.
       stored(2n, a[1]![0], [[3000n, 70n], [3001n, 71n]]),
       removed(1n, [a[2]![0]]), // block 3 hollow: W1 keeps 4..6 below it
       removed(1n, [a[1]![0]]), // block 2 still W2's

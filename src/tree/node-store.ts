@@ -307,17 +307,14 @@ export class NodeStore {
   }
 
   /**
-   * Links a node `allocUnlinked` made as its parent's child and counts it: as the first child
-   * if the parent has none (returns true), else the caller puts it in the edge table
-   * (radix-tree.ts `linkChild`) and it returns false.
+   * Links a node `allocUnlinked` made as its parent's first child and counts it; a first child
+   * it replaces must already be in the edge table (radix-tree.ts `linkChild`).
    */
-  link(id: NodeId): boolean {
+  link(id: NodeId): void {
     const parent = this.parent[id]!;
     const r = parent * 4 + 2;
-    const first = (this.node[r]! & ID_MASK) === ID_MASK;
-    if (first) this.node[r] = id | (this.node[r]! & KIDS_BITS);
+    this.node[r] = id | (this.node[r]! & KIDS_BITS);
     this.count(parent);
-    return first;
   }
 
   /** Counts a new child of `parent` (and its class in the child word). */
