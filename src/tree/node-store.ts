@@ -12,22 +12,12 @@
  * with a separate pair record per worker and 54 with sibling links.
  *
  * Children without sibling links: a node's first child is in its record, every other child in
- * the edge table (edge-table.ts), found by key; no list links them. When the first child goes
- * and others stay, nothing takes its place (finding one would need a list): the record says
- * "no first child" and its siblings stay in the table. The first-child word also carries a
- * 2-bit class of the node's child count (none, one, two or more), so a lookup whose key misses
- * the first child stops without probing unless there are others. The exact count (1 byte,
- * saturating into a Map past 254: nodes with that many children are rare, e.g. the end of a
- * system prompt shared by thousands of conversations) is the writer's, for detach and the pair
- * budget. Dumps enumerate children with a counting sort of the edge table by parent (dump.ts).
- * Dropping the sibling links saved 8 bytes a node (7 net of the count byte).
- *
- * Why keep the first-child word: without it (commit 75d7d03 of w/layout, 25 bytes a node, 43 a
- * pair), the child at `parent + 1` was found by its record's parent field and every other child
- * in the table, which then held an edge per conversation turn (a turn's first block sits far
- * from the previous turn's last: 7,690 of the conversation tree's 63,603 nodes). Lookups cross
- * them: 42 probes on the longest paths, each a cache miss into the table, and in-thread
- * `findMatchesInto` p99 went 2.90 -> 3.56 us (+20 %, both builds interleaved in one process).
+ * the edge table (edge-table.ts); when the first child goes and others stay, nothing takes its
+ * place. The first-child word also holds a 2-bit class of the child count (none, one, two or
+ * more), so a lookup that misses the first child probes only if there can be another; the exact
+ * count is the writer's (child-counts.ts). Dropping the links saved 7 bytes a node net; dropping
+ * the first-child word too cost lookup p99 +20 % (an edge probe per conversation turn):
+ * docs/layout.md.
  *
  * `w0` (word 3 of a node's record, below): >= 0 the single worker's slot; -1 (NONE) no pairs
  * (root, hollow node, free node); <= -2 the head of the overflow list, `-w0 - 2`.
@@ -37,6 +27,7 @@
  */
 
 import { LOCAL_STORE, type ArrayStore } from './array-store.js';
+import { ChildCounts } from './child-counts.js';
 import { MemberArrays } from './member-arrays.js';
 import { PairIndex } from './pair-index.js';
 
@@ -95,10 +86,8 @@ export class NodeStore {
    * lookup walk.
    */
   node: Int32Array;
-  /** Exact child count per node, 255 = see `manyKids` (private to the writer). */
-  private kids: Uint8Array;
-  /** Child counts of 255 or more (nodes whose `kids` byte is 255). */
-  private readonly manyKids = new Map<number, number>();
+  /** Exact child counts (child-counts.ts), private to the writer. */
+  private readonly kids: ChildCounts;
   h0Lo: Uint32Array;
   h0Hi: Uint32Array;
   private nodeCap: number;
@@ -168,7 +157,7 @@ export class NodeStore {
     // Every word NONE: a free node's tokens hash is never read, its child and worker word are.
     this.node = store.int32(cap * NODE_WORDS, NONE);
     this.node[2] = ID_MASK; // the root: no child yet
-    this.kids = new Uint8Array(cap);
+    this.kids = new ChildCounts(cap);
     this.h0Lo = L.uint32(cap);
     this.h0Hi = L.uint32(cap);
     const pairs = Math.min(64, cap);
@@ -228,17 +217,16 @@ export class NodeStore {
 
   /** How many children `id` has. */
   childCount(id: number): number {
-    const k = this.kids[id]!;
-    return k === 255 ? this.manyKids.get(id)! : k;
+    return this.kids.get(id);
   }
 
   hasChildren(id: number): boolean {
-    return this.kids[id] !== 0;
+    return this.kids.has(id);
   }
 
   /** Nodes whose child count is 255 or more (the rest fit the count byte). */
   get manyKidsCount(): number {
-    return this.manyKids.size;
+    return this.kids.manyCount;
   }
 
   /** Tokens hash halves of `id`, as int32. */
@@ -300,7 +288,7 @@ export class NodeStore {
     node[r + 1] = hi;
     node[r + 2] = ID_MASK; // no child
     node[r + 3] = worker;
-    this.kids[id] = 0;
+    this.kids.reset(id);
     this.h0Lo[id] = hLo;
     this.h0Hi[id] = hHi;
     return id as NodeId;
@@ -314,21 +302,8 @@ export class NodeStore {
     const parent = this.parent[id]!;
     const r = parent * 4 + 2;
     this.node[r] = id | (this.node[r]! & KIDS_BITS);
-    this.count(parent);
-  }
-
-  /** Counts a new child of `parent` (and its class in the child word). */
-  private count(parent: number): void {
-    const k = this.kids[parent]!;
-    if (k < 254) {
-      this.kids[parent] = k + 1;
-      if (k < 2) this.setKidsClass(parent, k + 1);
-    } else if (k === 254) {
-      this.kids[parent] = 255;
-      this.manyKids.set(parent, 255);
-    } else {
-      this.manyKids.set(parent, this.manyKids.get(parent)! + 1);
-    }
+    const k = this.kids.add(parent);
+    if (k <= 2) this.setKidsClass(parent, k);
   }
 
   /**
@@ -340,31 +315,15 @@ export class NodeStore {
     const r = up * 4 + 2;
     const first = (this.node[r]! & ID_MASK) === id;
     if (first) this.node[r] = ID_MASK | (this.node[r]! & KIDS_BITS);
-    this.uncount(up);
+    const k = this.kids.remove(up);
+    if (k < 2) this.setKidsClass(up, k);
     return first;
-  }
-
-  /** Uncounts a child of `parent` (and its class in the child word). */
-  private uncount(parent: number): void {
-    const k = this.kids[parent]!;
-    if (k === 255) {
-      const c = this.manyKids.get(parent)! - 1;
-      if (c < 255) {
-        this.manyKids.delete(parent);
-        this.kids[parent] = c;
-      } else {
-        this.manyKids.set(parent, c);
-      }
-      return;
-    }
-    this.kids[parent] = k - 1;
-    if (k <= 2) this.setKidsClass(parent, k - 1);
   }
 
   /** Writes the child class (0, 1, 2: two or more) into a node's child word. */
   private setKidsClass(id: number, cls: number): void {
     const r = id * 4 + 2;
-    this.node[r] = (this.node[r]! & ~KIDS_BITS) | (cls << KIDS_SHIFT);
+    this.node[r] = (this.node[r]! & ~KIDS_BITS) | (Math.min(cls, 2) << KIDS_SHIFT);
   }
 
   /** Returns a detached node (no pairs left, no children, unlinked) to the free list. */
@@ -504,9 +463,7 @@ export class NodeStore {
     const s = this.store;
     this.parent = s.growInt32(this.parent, cap, NONE);
     this.node = s.growInt32(this.node, cap * NODE_WORDS, NONE);
-    const kids = new Uint8Array(cap);
-    kids.set(this.kids);
-    this.kids = kids;
+    this.kids.grow(cap);
     this.h0Lo = L.growUint32(this.h0Lo, cap);
     this.h0Hi = L.growUint32(this.h0Hi, cap);
     if (this.freeBits.length * 32 < cap) {
