@@ -12,7 +12,7 @@ import type { LoadedWorkload } from './workloads.js';
 export function bytesByStructure(tree: RadixTree): Record<string, number> {
   const n = tree.nodes;
   const pairs = Math.max(1, tree.size);
-  const nodeCap = n.parent.length;
+  const nodeCap = n.node.length / 4;
   const pairCap = n.pWorker.length;
   let tables = 0;
   for (const t of tree.tables) if (t !== null) tables += t.bytes;
@@ -21,9 +21,9 @@ export function bytesByStructure(tree: RadixTree): Record<string, number> {
   const parts: Record<string, number> = {
     'node records (16/node)': r(nodeCap * 16),
     'parent (4/node)': r(nodeCap * 4),
-    'sibling links (8/node)': r(nodeCap * 8),
+    'child count (1/node)': r(nodeCap),
     'inline external hash (8/node)': r(nodeCap * 8),
-    'free-id bitmap': r(n.bytes - nodeCap * 36 - pairCap * 36 - n.pairs.bytes - n.keyLo.length * 16 - members),
+    'free-id bitmap': r(n.bytes - nodeCap * 29 - pairCap * 36 - n.pairs.bytes - n.keyLo.length * 16 - members),
     'edge table + root keys': r(tree.edges.bytes),
     'worker tables (external hash -> pair)': r(tables),
     'overflow pairs (36/pair)': r(pairCap * 36),

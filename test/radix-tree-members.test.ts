@@ -13,6 +13,7 @@ import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import type { RouterEvent, StoredBlock } from '../src/protocol/types.js';
 import { MEMBERS_FROM, MEMBERS_UNDER } from '../src/tree/member-arrays.js';
 import { createMatchResult, type MatchResult } from '../src/tree/match-result.js';
+import { findChild } from '../src/tree/edge-table.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { sortedScores } from './support/compare.js';
 import { Rng } from './support/event-gen.js';
@@ -38,8 +39,7 @@ function memberOffset(tree: RadixTree, path: BigUint64Array, depth: number): num
   for (let i = 0; i < depth; i++) {
     const lo = Number(path[i]! & 0xffffffffn);
     const hi = Number(path[i]! >> 32n);
-    let c = n.firstChild(node);
-    while (c !== -1 && !(n.tokLo(c) === (lo | 0) && n.tokHi(c) === (hi | 0))) c = n.nextSib[c]!;
+    const c = findChild(tree.edges.slotsView, tree.edges.maskValue, n.parent, n.node, node, lo | 0, hi | 0);
     if (c === -1) throw new Error(`no node at depth ${i + 1}`);
     node = c;
   }

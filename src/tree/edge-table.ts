@@ -1,12 +1,14 @@
 /**
  * Open-addressing table of the tree's edges: (parent node, tokens hash) -> child node, for every
- * child that is not its parent's first child (the node record's first-child word reaches that
- * one, and every lookup step compares it before probing: radix-tree.ts `linkChild`). On the
+ * child that is not its parent's first child (the node record's child word reaches that one,
+ * and every lookup step compares it before probing: `findChild`, node-store.ts). On the
  * conversation workload 526 of 63,603 nodes are not first children: the table holds 1 % of the
  * edges it held when it had them all, and a pair costs 8 bytes less (65 -> 57 bytes of arrays).
  *
- * Slots hold only `child + 1` (0 = empty); the key is read back from the child's `parent` and
- * the tokens hash in its node record, so an edge costs 4 bytes per slot instead of 16. Linear
+ * Slots hold only `child + 1` (0 = empty) and, in bits 28-30, a 3-bit tag of the edge's hash
+ * (`EDGE_ID`); the key is read back from the child's `parent` and the tokens hash in its node
+ * record, so an edge costs 4 bytes per slot instead of 16. The tag skips the records of 7 in 8
+ * other entries a probe passes (each a read of a random record). Linear
  * probing with backward-shift deletion (no tombstones, so lookups never slow down with churn).
  * Load stays at or below 0.75.
  *
@@ -19,6 +21,17 @@
 import { MAX_SHARED_BYTES } from './array-store.js';
 import type { NodeId, NodeStore } from './node-store.js';
 import type { UnitLog } from './unit-log.js';
+
+/**
+ * Node ids in slots (`child + 1` fits 28 bits: node-store.ts `MAX_NODES`); the 3 bits above
+ * hold the top 3 bits of the edge's hash (`edgeHash(..) >>> 29`), bit 31 stays 0.
+ */
+export const EDGE_ID = 0x0fffffff;
+
+/** The slot value of an edge to `child` whose hash is `h`. */
+function slotValue(child: number, h: number): number {
+  return (child + 1) | ((h >>> 29) << 28);
+}
 
 export function edgeHash(parent: number, lo: number, hi: number): number {
   let h = Math.imul(lo ^ Math.imul(parent, 0x9e3779b1), 0x85ebca6b) ^ Math.imul(hi, 0xc2b2ae35);
@@ -40,15 +53,34 @@ export function findEdge(
   // ~8 % slower.
   const lo32 = lo | 0;
   const hi32 = hi | 0;
-  let i = edgeHash(parent, lo32, hi32) & mask;
+  const h = edgeHash(parent, lo32, hi32);
+  const tag = h >>> 29;
+  let i = h & mask;
   for (;;) {
     const v = slots[i]!;
     if (v === 0) return -1;
-    const c = v - 1;
-    const r = c * 4; // node records (node-store.ts), offsets as literals
-    if (node[r] === lo32 && node[r + 1] === hi32 && par[c] === parent) return c;
+    if (v >>> 28 === tag) {
+      const c = (v & 0x0fffffff) - 1;
+      const r = c * 4; // node records (node-store.ts), offsets as literals
+      if (node[r] === lo32 && node[r + 1] === hi32 && par[c] === parent) return c;
+    }
     i = (i + 1) & mask;
   }
+}
+
+/**
+ * The child of `cur` keyed by the tokens hash (lo, hi, as int32), or -1: its first child if it
+ * has that key, else the edge table unless `cur`'s child class (node-store.ts `ID_MASK`) proves
+ * there is no other child: none, or one and it is the first. The tree's writer and the walk's
+ * first step (walk.ts) use it; the walk inlines the same.
+ */
+export function findChild(slots: Int32Array, mask: number, par: Int32Array, node: Int32Array, cur: number, lo: number, hi: number): number {
+  const cw = node[cur * 4 + 2]!;
+  const c = cw & 0x0fffffff;
+  if (c !== 0x0fffffff && node[c * 4] === lo && node[c * 4 + 1] === hi) return c;
+  const kids = cw >>> 28;
+  if (kids === 0 || (kids === 1 && c !== 0x0fffffff)) return -1;
+  return findEdge(slots, mask, par, node, cur, lo, hi);
 }
 
 /**
@@ -178,11 +210,13 @@ export class EdgeTable {
     const mask = this.mask;
     const nodes = this.nodes;
     let i: number;
-    if (child === this.foundChild && slots[this.foundSlot] === child + 1) {
+    const h = childHash(nodes, child);
+    const v = slotValue(child, h);
+    if (child === this.foundChild && slots[this.foundSlot] === v) {
       i = this.foundSlot; // found by `listMoves` just before (a detach's first removal)
     } else {
-      i = childHash(nodes, child) & mask;
-      while (slots[i] !== child + 1) i = (i + 1) & mask;
+      i = h & mask;
+      while (slots[i] !== v) i = (i + 1) & mask;
     }
     this.foundChild = -1;
     this.count--;
@@ -193,7 +227,7 @@ export class EdgeTable {
   /** Adds `d` to the root keys' count of `child` if it is a root child. */
   private countRoot(child: number, d: number): void {
     const n = this.nodes;
-    if (n.parent[child] !== 0) return;
+    if (n.parentOf(child) !== 0) return;
     const k = n.node[child * 4]! & ROOT_MASK;
     this.rootCounts[k] = this.rootCounts[k]! + d;
   }
@@ -208,8 +242,7 @@ export class EdgeTable {
         j = (j + 1) & mask;
         const v = slots[j]!;
         if (v === 0) return;
-        const c = v - 1;
-        const home = childHash(nodes, c) & mask;
+        const home = childHash(nodes, (v & 0x0fffffff) - 1) & mask;
         // The entry at j may move to i unless its home lies cyclically in (i, j].
         if (i <= j ? home <= i || home > j : home <= i && home > j) {
           slots[i] = v;
@@ -229,15 +262,17 @@ export class EdgeTable {
     const slots = this.slots;
     const mask = this.mask;
     const par = this.nodes.parent;
-    let i = childHash(this.nodes, child) & mask;
-    while (slots[i] !== child + 1) i = (i + 1) & mask;
+    const h = childHash(this.nodes, child);
+    const want = slotValue(child, h);
+    let i = h & mask;
+    while (slots[i] !== want) i = (i + 1) & mask;
     this.foundChild = child; // `remove` of this child, next, starts here
     this.foundSlot = i;
     for (;;) {
       i = (i + 1) & mask;
       const v = slots[i]!;
       if (v === 0 || u.full) return;
-      u.add(par[v - 1]!);
+      u.add(par[(v & 0x0fffffff) - 1]!);
     }
   }
 
@@ -246,9 +281,10 @@ export class EdgeTable {
   }
 
   private place(slots: Int32Array, mask: number, child: number): void {
-    let i = childHash(this.nodes, child) & mask;
+    const h = childHash(this.nodes, child);
+    let i = h & mask;
     while (slots[i] !== 0) i = (i + 1) & mask;
-    slots[i] = child + 1;
+    slots[i] = slotValue(child, h);
   }
 
   private rehashInto(next: Int32Array): void {
@@ -256,7 +292,7 @@ export class EdgeTable {
     const mask = next.length - 1;
     for (let i = 0; i < old.length; i++) {
       const v = old[i]!;
-      if (v !== 0) this.place(next, mask, v - 1);
+      if (v !== 0) this.place(next, mask, (v & 0x0fffffff) - 1);
     }
   }
 

@@ -7,9 +7,17 @@
  * hold exactly one worker (conversation workload: 63,603 nodes for 65,536 pairs). So a node
  * with one worker stores that pair inline (worker slot and external hash), and a node with two
  * or more keeps all of them in a list of overflow pairs whose head is encoded in the same `w0`
- * word. A node costs 36 bytes of arrays, a pair about 54
+ * word. A node costs 29 bytes of arrays, a pair about 47
  * bytes with the tables on the conversation tree (docs/layout.md has the split), instead of ~70
- * with a separate pair record per worker.
+ * with a separate pair record per worker and 54 with sibling links.
+ *
+ * Children without sibling links: a node's first child is in its record, every other child in
+ * the edge table (edge-table.ts); when the first child goes and others stay, nothing takes its
+ * place. The first-child word also holds a 2-bit class of the child count (none, one, two or
+ * more), so a lookup that misses the first child probes only if there can be another; the exact
+ * count is the writer's (child-counts.ts). Dropping the links saved 7 bytes a node net; dropping
+ * the first-child word too cost lookup p99 +20 % (an edge probe per conversation turn):
+ * docs/layout.md.
  *
  * `w0` (word 3 of a node's record, below): >= 0 the single worker's slot; -1 (NONE) no pairs
  * (root, hollow node, free node); <= -2 the head of the overflow list, `-w0 - 2`.
@@ -19,6 +27,7 @@
  */
 
 import { LOCAL_STORE, type ArrayStore } from './array-store.js';
+import { ChildCounts } from './child-counts.js';
 import { MemberArrays } from './member-arrays.js';
 import { PairIndex } from './pair-index.js';
 
@@ -34,8 +43,9 @@ export const NONE = -1;
 
 /**
  * Records. The node fields a lookup reads at every step are packed into one record of `node`,
- * `NODE_WORDS` words: [0] tokens hash low half, [1] high half (both as int32), [2] first child,
- * [3] worker set word (`w0`). At the head of an overflow list, its worker count and fingerprint
+ * `NODE_WORDS` words: [0] tokens hash low half, [1] high half (both as int32), [2] child word
+ * (`ID_MASK` bits: the first child's id; bits 28-29: the child class, `KIDS_SHIFT`), [3] worker
+ * set word (`w0`). At the head of an overflow list, its worker count and fingerprint
  * halves are one record of `pSet`, `SET_WORDS` words: [0] count, [1] fingerprint low half, [2]
  * high half (int32). A step of the walk reads one record instead of four arrays (and three):
  * on the conversation workload a lookup reads 12.3 distinct 4 KiB pages of a tree instead of
@@ -49,6 +59,18 @@ export const NONE = -1;
 export const NODE_WORDS = 4;
 export const SET_WORDS = 3;
 
+/**
+ * The child word (record word 2): the first child's id in the low 28 bits, `ID_MASK` there for
+ * none; the node's child class in bits 28-29 (`KIDS_SHIFT`): 0 no child, 1 one, 2 two or more
+ * (with class 1 and no first child, the one child is in the edge table). A free node's word is
+ * -1. Node ids stay below 2^28 (`MAX_NODES`): 4 GiB of records.
+ */
+export const ID_MASK = 0x0fffffff;
+export const KIDS_SHIFT = 28;
+/** Node capacity limit: ids must fit the child word, with `ID_MASK` itself kept for none. */
+export const MAX_NODES = ID_MASK;
+const KIDS_BITS = 3 << KIDS_SHIFT;
+
 const MIN_CAPACITY = 1024;
 /** How far past its parent's id a new node's id is sought before next-fit (see `freeBits`). */
 const NEAR_WORDS = 8;
@@ -58,13 +80,14 @@ export class NodeStore {
   // Node arrays, indexed by NodeId.
   parent: Int32Array;
   /**
-   * Per node, `NODE_WORDS` words: tokens hash halves (int32), first child, and the worker set
-   * word (`w0`: the single worker's slot, NONE, or the encoded head of the overflow list, see
-   * above). Read through the accessors below outside the lookup walk.
+   * Per node, `NODE_WORDS` words: tokens hash halves (int32), child word (first child and child
+   * class, see `ID_MASK`), and the worker set word (`w0`: the single worker's slot, NONE, or the
+   * encoded head of the overflow list, see above). Read through the accessors below outside the
+   * lookup walk.
    */
   node: Int32Array;
-  nextSib: Int32Array;
-  prevSib: Int32Array;
+  /** Exact child counts (child-counts.ts), private to the writer. */
+  private readonly kids: ChildCounts;
   h0Lo: Uint32Array;
   h0Hi: Uint32Array;
   private nodeCap: number;
@@ -124,7 +147,7 @@ export class NodeStore {
   liveOverflow = 0;
 
   /**
-   * `store` holds the arrays a lookup reads (parent, key, first child, worker set); the rest is
+   * `store` holds the arrays a lookup reads (parent, node records, worker sets); the rest is
    * always private memory. `capacity`: initial nodes (tests force growth with tiny ones).
    */
   constructor(private readonly store: ArrayStore = LOCAL_STORE, capacity = MIN_CAPACITY) {
@@ -133,8 +156,8 @@ export class NodeStore {
     this.parent = store.int32(cap, NONE);
     // Every word NONE: a free node's tokens hash is never read, its child and worker word are.
     this.node = store.int32(cap * NODE_WORDS, NONE);
-    this.nextSib = L.int32(cap, NONE);
-    this.prevSib = L.int32(cap, NONE);
+    this.node[2] = ID_MASK; // the root: no child yet
+    this.kids = new ChildCounts(cap);
     this.h0Lo = L.uint32(cap);
     this.h0Hi = L.uint32(cap);
     const pairs = Math.min(64, cap);
@@ -181,8 +204,29 @@ export class NodeStore {
     this.node[id * 4 + 3] = w;
   }
 
+  /** The parent of a node; NONE for the root and a free node. */
+  parentOf(id: number): number {
+    return this.parent[id]!;
+  }
+
+  /** The first child of `id`, or NONE (no child, or the first one went and others stayed). */
   firstChild(id: number): number {
-    return this.node[id * 4 + 2]!;
+    const c = this.node[id * 4 + 2]! & ID_MASK;
+    return c === ID_MASK ? NONE : c;
+  }
+
+  /** How many children `id` has. */
+  childCount(id: number): number {
+    return this.kids.get(id);
+  }
+
+  hasChildren(id: number): boolean {
+    return this.kids.has(id);
+  }
+
+  /** Nodes whose child count is 255 or more (the rest fit the count byte). */
+  get manyKidsCount(): number {
+    return this.kids.manyCount;
   }
 
   /** Tokens hash halves of `id`, as int32. */
@@ -205,10 +249,13 @@ export class NodeStore {
 
   /** Bytes held by the typed arrays (capacity, not just live entries). */
   get bytes(): number {
-    return this.nodeCap * 36 + this.freeBits.byteLength + this.pairCap * 36 + this.pairs.bytes + this.keyLo.length * 16 + this.members.bytes;
+    return this.nodeCap * 29 + this.freeBits.byteLength + this.pairCap * 36 + this.pairs.bytes + this.keyLo.length * 16 + this.members.bytes;
   }
 
-  /** A fresh node under `parent` keyed by the tokens hash; linked as its parent's first child. */
+  /**
+   * A fresh node under `parent` keyed by the tokens hash, linked (the edge table is the
+   * caller's business: radix-tree.ts `linkChild`).
+   */
   allocNode(parent: NodeId, lo: number, hi: number, worker: WorkerSlot, hLo: number, hHi: number): NodeId {
     const id = this.allocUnlinked(parent, lo, hi, worker, hLo, hHi);
     this.link(id);
@@ -216,8 +263,8 @@ export class NodeStore {
   }
 
   /**
-   * A fresh node with its fields set but not yet in its parent's child list (`link` puts it
-   * there): unreachable from the root until then, so a shard writes it outside the readers' lock.
+   * A fresh node with its fields set but not yet its parent's child (`link` does it):
+   * unreachable from the root until then, so a shard writes it outside the readers' lock.
    */
   allocUnlinked(parent: NodeId, lo: number, hi: number, worker: WorkerSlot, hLo: number, hHi: number): NodeId {
     let id: number;
@@ -239,35 +286,50 @@ export class NodeStore {
     const node = this.node;
     node[r] = lo;
     node[r + 1] = hi;
-    node[r + 2] = NONE; // first child
+    node[r + 2] = ID_MASK; // no child
     node[r + 3] = worker;
+    this.kids.reset(id);
     this.h0Lo[id] = hLo;
     this.h0Hi[id] = hHi;
     return id as NodeId;
   }
 
-  /** Links a node `allocUnlinked` made as its parent's first child. */
+  /**
+   * Links a node `allocUnlinked` made as its parent's first child and counts it; a first child
+   * it replaces must already be in the edge table (radix-tree.ts `linkChild`).
+   */
   link(id: NodeId): void {
     const parent = this.parent[id]!;
-    const head = this.firstChild(parent);
-    this.nextSib[id] = head;
-    this.prevSib[id] = NONE;
-    if (head !== NONE) this.prevSib[head] = id;
-    this.node[parent * 4 + 2] = id;
+    const r = parent * 4 + 2;
+    this.node[r] = id | (this.node[r]! & KIDS_BITS);
+    const k = this.kids.add(parent);
+    if (k <= 2) this.setKidsClass(parent, k);
   }
 
-  /** Unlinks a node from its parent's child list (the edge table is the caller's business). */
-  unlink(id: NodeId): void {
-    const prev = this.prevSib[id]!;
-    const next = this.nextSib[id]!;
-    if (prev !== NONE) this.nextSib[prev] = next;
-    else this.node[this.parent[id]! * 4 + 2] = next;
-    if (next !== NONE) this.prevSib[next] = prev;
+  /**
+   * Unlinks `id` from its parent `up` and uncounts it: returns whether it was the first child
+   * (then `up` has no first child any more, its other children stay in the edge table); if not,
+   * its edge is the caller's business. `freeNodeId` then clears its record.
+   */
+  unlink(id: NodeId, up: number): boolean {
+    const r = up * 4 + 2;
+    const first = (this.node[r]! & ID_MASK) === id;
+    if (first) this.node[r] = ID_MASK | (this.node[r]! & KIDS_BITS);
+    const k = this.kids.remove(up);
+    if (k < 2) this.setKidsClass(up, k);
+    return first;
   }
 
-  /** Returns a detached node (no pairs left, children already handled) to the free list. */
+  /** Writes the child class (0, 1, 2: two or more) into a node's child word. */
+  private setKidsClass(id: number, cls: number): void {
+    const r = id * 4 + 2;
+    this.node[r] = (this.node[r]! & ~KIDS_BITS) | (Math.min(cls, 2) << KIDS_SHIFT);
+  }
+
+  /** Returns a detached node (no pairs left, no children, unlinked) to the free list. */
   freeNodeId(id: NodeId): void {
     this.setW0(id, NONE);
+    this.node[id * 4 + 2] = NONE;
     this.parent[id] = NONE;
     this.freeBits[id >>> 5]! |= 1 << (id & 31);
     this.freeCount++;
@@ -398,12 +460,12 @@ export class NodeStore {
   private growNodes(atLeast = 0): void {
     // 1.25x: node arrays are most of the memory, and a 2x step left up to half of them unused
     // (73 -> 55 bytes per pair on the conversation workload's final tree).
-    const cap = Math.max(atLeast, Math.ceil(this.nodeCap * 1.25));
+    const cap = Math.min(MAX_NODES, Math.max(atLeast, Math.ceil(this.nodeCap * 1.25)));
+    if (cap === this.nodeCap) throw new RangeError(`radix tree: more than ${MAX_NODES - 1} nodes`);
     const s = this.store;
     this.parent = s.growInt32(this.parent, cap, NONE);
     this.node = s.growInt32(this.node, cap * NODE_WORDS, NONE);
-    this.nextSib = L.growInt32(this.nextSib, cap, NONE);
-    this.prevSib = L.growInt32(this.prevSib, cap, NONE);
+    this.kids.grow(cap);
     this.h0Lo = L.growUint32(this.h0Lo, cap);
     this.h0Hi = L.growUint32(this.h0Hi, cap);
     if (this.freeBits.length * 32 < cap) {

@@ -46,17 +46,17 @@ export class PairBudget {
     const heap = (this.heap ??= new LeafHeap(1024));
     heap.clear();
     for (let id = 1; id < nodes.nodeTop; id++) {
-      if (nodes.w0(id) !== NONE && nodes.firstChild(id) === NONE) heap.push(this.recency.stamp(id), id);
+      if (nodes.w0(id) !== NONE && !nodes.hasChildren(id)) heap.push(this.recency.stamp(id), id);
     }
     while (pairs() > this.lowWater && heap.size > 0) {
       const id = heap.topSlot();
       heap.pop();
-      const parent = nodes.parent[id]!;
+      const parent = nodes.parentOf(id);
       while (nodes.w0(id) !== NONE) {
         dropOne(id);
         this.evicted++;
       }
-      if (parent !== ROOT && nodes.w0(parent) !== NONE && nodes.firstChild(parent) === NONE) {
+      if (parent !== ROOT && nodes.w0(parent) !== NONE && !nodes.hasChildren(parent)) {
         heap.push(this.recency.stamp(parent), parent);
       }
     }

@@ -2,9 +2,9 @@
  * The part of a shard's tree that lookups on another thread read, in shared memory: the edge
  * table (two buffers: a resized table is built in the inactive one while readers keep using
  * the active one, then switched), each node's parent and its record (tokens-hash key, first
- * child and worker set), the overflow pairs' worker and next links and their lists' counts
+ * child and child class, worker set), the overflow pairs' worker and next links and their lists' counts
  * and fingerprints, the slots' fingerprint keys, and the slot -> worker id table. Everything
- * else (the per-worker external-hash lookups, sibling links, free lists) stays private to the
+ * else (the per-worker external-hash lookups, child counts, free lists) stays private to the
  * shard thread, as in Dynamo.
  *
  * `header` (Int32) words are listed in `H`; the tree writes `GEN`, `EDGE_*`, `SLOTS` and its
@@ -59,7 +59,7 @@ export const HEADER_WORDS = 32;
 export interface SharedTreeLayout {
   header: SharedArrayBuffer;
   parent: SharedArrayBuffer;
-  /** Node records: tokens hash halves, first child, worker set word (node-store.ts). */
+  /** Node records: tokens hash halves, child word, worker set word (node-store.ts). */
   node: SharedArrayBuffer;
   pWorker: SharedArrayBuffer;
   pNext: SharedArrayBuffer;

@@ -21,13 +21,13 @@
  * score (`emit`), and only the few are visited. Any other change visits the set as above.
  * Whole-chain lookups at 4,096 workers sharing a 48-block prompt: 50 us -> ~2 us (p50).
  */
-import { findEdge } from './edge-table.js';
+import { findChild } from './edge-table.js';
 import type { MatchResult } from './match-result.js';
 
 /** The arrays a lookup reads (views of the tree's own, or of shared memory). */
 export interface LookupArrays {
   parent: Int32Array;
-  /** Node records, 4 words (node-store.ts: tokens hash halves, first child, worker set word). */
+  /** Node records, 4 words (node-store.ts: tokens hash halves, child word, worker set word). */
   node: Int32Array;
   pWorker: Int32Array;
   pNext: Int32Array;
@@ -157,16 +157,38 @@ export class WalkScratch {
       const lo = words[off + 2 * i]! | 0;
       const hi = words[off + 2 * i + 1]! | 0;
       // Most nodes have one child: compare the first child before probing the edge table
-      // (lookup p99 on the conversation tree measured 22 -> 14 us).
-      // Record offsets as literals (node-store.ts: a named constant is a load in V8).
-      const c = node[cur * 4 + 2]!;
-      if (c === NONE) break;
-      const rc = c * 4;
-      let child = c;
-      if (node[rc] !== lo || node[rc + 1] !== hi) {
+      // (lookup p99 on the conversation tree measured 22 -> 14 us; edge-table.ts `findChild`,
+      // inlined with the root keys' check). Record offsets as literals (node-store.ts: a named
+      // constant is a load in V8).
+      const cw = node[cur * 4 + 2]!;
+      let child = cw & 0x0fffffff;
+      if (child === 0x0fffffff || node[child * 4] !== lo || node[child * 4 + 1] !== hi) {
+        // No child but the first, or none at all: no probe (the child class, node-store.ts).
+        const kids = cw >>> 28;
+        if (kids === 0 || (kids === 1 && child !== 0x0fffffff)) break;
         // No root child has a key with these low bits: no probe (edge-table.ts ROOT_SLOTS).
         if (cur === 0 && rootMask >= 0 && roots[lo & rootMask] === 0) break;
-        child = findEdge(edges, edgeMask, parent, node, cur, lo, hi);
+        // The probe of edge-table.ts `findEdge` (hash: `edgeHash`), inlined: a call per probe cost ~0.5 us of
+        // the conversation tree's p99 lookup (42 probes on its longest paths).
+        let h = Math.imul(lo ^ Math.imul(cur, 0x9e3779b1), 0x85ebca6b) ^ Math.imul(hi, 0xc2b2ae35);
+        h ^= h >>> 15;
+        h = Math.imul(h, 0x27d4eb2f) ^ (h >>> 13);
+        const tag = h >>> 29; // edge-table.ts `EDGE_ID`: the slot's tag bits
+        let e = h & edgeMask;
+        child = -1;
+        for (;;) {
+          const v = edges[e]!;
+          if (v === 0) break;
+          if (v >>> 28 === tag) {
+            const ce = (v & 0x0fffffff) - 1;
+            const re = ce * 4;
+            if (node[re] === lo && node[re + 1] === hi && parent[ce] === cur) {
+              child = ce;
+              break;
+            }
+          }
+          e = (e + 1) & edgeMask;
+        }
         if (child < 0) break;
       }
       if (guardN > 0 && listed(guard!, guardN, child)) {
@@ -400,13 +422,13 @@ export function firstBlockUnheld(a: LookupArrays, lo: number, hi: number): boole
 /** The root's child with tokens-hash key (lo, hi), or NONE. */
 function rootChild(a: LookupArrays, lo: number, hi: number): number {
   const node = a.node;
-  const c = node[2]!;
-  if (c === NONE) return NONE;
-  if (node[c * 4] === lo && node[c * 4 + 1] === hi) return c;
+  if (node.length < 4) return NONE; // empty views (a reader before its first refresh)
+  const c = node[2]! & 0x0fffffff;
+  if (c !== 0x0fffffff && node[c * 4] === lo && node[c * 4 + 1] === hi) return c;
+  // No root child has a key with these low bits: no probe.
   const roots = a.roots;
   if (roots.length > 0 && roots[lo & (roots.length - 1)] === 0) return NONE;
-  const e = findEdge(a.edges, a.edgeMask, a.parent, node, 0, lo, hi);
-  return e < 0 ? NONE : e;
+  return findChild(a.edges, a.edgeMask, a.parent, node, 0, lo, hi);
 }
 
 /** Position of the worker with id words (lo, hi) in a member array, or -1. */
