@@ -7,7 +7,7 @@
 import { createServer, type Server } from 'node:http';
 import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Http1Replica } from '../src/gateway/remote-http1.js';
+import { CANCELLED, Http1Replica } from '../src/gateway/remote-http1.js';
 import { QueryBodyWriter } from '../src/gateway/remote-query-body.js';
 
 const servers: Array<Server | NetServer> = [];
@@ -77,6 +77,27 @@ describe('Http1Replica', () => {
     const closed = new Http1Replica({ url: 'http://127.0.0.1:1', path: '/q' });
     expect((await post(closed, '{}')).err).not.toBeNull();
     closed.close();
+  });
+});
+
+describe('Http1Replica: requests past maxInFlight', () => {
+  it('wait their turn, and are never sent when no longer wanted by then', async () => {
+    const seen: number[] = [];
+    const url = await listen(createServer((req, res) => {
+      let b = '';
+      req.on('data', (d: Buffer) => (b += d.toString()));
+      req.on('end', () => {
+        seen.push(Number(JSON.parse(b).n));
+        setTimeout(() => res.writeHead(200, { 'content-length': Buffer.byteLength(b) }).end(b), 20);
+      });
+    }));
+    const r = new Http1Replica({ url, path: '/q', connections: 1, maxInFlight: 1 });
+    const send = (n: number, live: boolean): Promise<string> => new Promise((resolve) => r.post(Buffer.from(`{"n":${n}}`), (err, _s, body) => resolve(err?.message ?? body), () => live));
+    const out = await Promise.all([send(0, true), send(1, false), send(2, true)]);
+    expect(out).toEqual(['{"n":0}', CANCELLED.message, '{"n":2}']);
+    expect(seen).toEqual([0, 2]);
+    expect([r.inFlight, r.queued]).toEqual([0, 0]);
+    r.close();
   });
 });
 

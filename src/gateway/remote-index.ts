@@ -37,6 +37,7 @@ import type { Logger } from 'pino';
 import { ErrorCode, KvIndexError } from '../errors.js';
 import { showValue } from '../protocol/show-value.js';
 import { Http1Transport, UndiciTransport, type ReplicaTransport } from './remote-transport.js';
+import { CANCELLED } from './remote-http1.js';
 import { QueryBodyWriter } from './remote-query-body.js';
 
 /** Why an attempt at one replica failed. */
@@ -329,13 +330,18 @@ export class RemoteIndexClient {
   }
 
   #attempt(p: Pending, r: Replica, second: boolean): void {
-    r.transport.post(p.body, (err, status, text) => this.#answered(p, r, second, err, status, text));
+    r.transport.post(p.body, (err, status, text) => this.#answered(p, r, second, err, status, text), () => !p.settled);
   }
 
   #answered(p: Pending, r: Replica, second: boolean, err: Error | null, status: number, text: string): void {
     let failure: ReplicaFailure | null = null;
     let scores: Map<bigint, number> | null = null;
     let detail = '';
+    if (err === CANCELLED) {
+      // Never sent: the lookup had ended while it waited for room. Not the replica's failure.
+      p.waiting.splice(p.waiting.indexOf(r), 1);
+      return;
+    }
     if (err !== null) {
       failure = ReplicaFailure.Error;
       detail = err.message;

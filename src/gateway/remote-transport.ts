@@ -11,7 +11,8 @@ import { Http1Replica, type Http1Callback } from './remote-http1.js';
 
 /** How a replica is asked: the lean HTTP/1.1 client (remote-http1.ts) or an undici `Pool`. */
 export interface ReplicaTransport {
-  post(body: Uint8Array, cb: Http1Callback): void;
+  /** `live()` false: the request may be dropped unsent (`CANCELLED`) when it had to wait. */
+  post(body: Uint8Array, cb: Http1Callback, live: () => boolean): void;
   /** Requests sent and not answered. */
   readonly inFlight: number;
   close(): Promise<void>;
@@ -25,8 +26,8 @@ export class Http1Transport implements ReplicaTransport {
     this.#r = new Http1Replica({ url, path: '/query_by_hash', connections, timeoutMs });
   }
 
-  post(body: Uint8Array, cb: Http1Callback): void {
-    this.#r.post(body, cb);
+  post(body: Uint8Array, cb: Http1Callback, live: () => boolean): void {
+    this.#r.post(body, cb, live);
   }
 
   get inFlight(): number {
