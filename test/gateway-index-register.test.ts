@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { registerBody } from '../src/gateway/remote-register.js';
+import { registerBody, ReplicaRegistrar } from '../src/gateway/remote-register.js';
 import { readRegister } from '../src/http/requests.js';
 import { parseJsonLossless } from '../src/protocol/json-value.js';
 import { readScores } from '../src/gateway/remote-index.js';
@@ -44,6 +44,44 @@ describe('registerBody: Dynamo\'s /register body of a gateway engine', () => {
       { instanceId: U64_MAX, endpoint: 'tcp://127.0.0.1:5557', modelName: 'm "q"', blockSize: 16, tenantId: 'default', dpRank: 0, replayEndpoint: null },
       { instanceId: 7n, endpoint: 'ipc:///tmp/x', modelName: 'm', blockSize: 64, tenantId: 't', dpRank: 3, replayEndpoint: 'tcp://127.0.0.1:5558' },
     ]) expect(readRegister(parseJsonLossless(registerBody(r)))).toEqual(r);
+  });
+});
+
+describe('ReplicaRegistrar against a replica that is recovering', () => {
+  it('retries 503s with back-off until 201, sends the token, skips engines no longer the gateway\'s, counts each failure', async () => {
+    const got: Array<{ auth: string | undefined; body: string }> = [];
+    let answers = [503, 503, 201, 201];
+    const server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (d: Buffer) => (body += d.toString()));
+      req.on('end', () => {
+        got.push({ auth: req.headers.authorization, body });
+        const status = answers.shift() ?? 201;
+        res.writeHead(status, { 'content-type': 'application/json' }).end(status === 503 ? '{"error":"recovering","code":"KVX_RECOVERING"}' : '{"status":"ok"}');
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    const gone = new Set<bigint>([9n]);
+    const reg = new ReplicaRegistrar({ replicas: [url], token: 's3cret', backoffMs: 20, refreshMs: 0, current: (r) => !gone.has(r.instanceId) });
+    try {
+      const e = { endpoint: 'tcp://127.0.0.1:5557', modelName: 'm', blockSize: 16, tenantId: 'default', dpRank: 0, replayEndpoint: null };
+      reg.register({ ...e, instanceId: 1n });
+      reg.register({ ...e, instanceId: 9n }); // unregistered from the gateway before its turn
+      reg.register({ ...e, instanceId: U64_MAX });
+      await until('settled', async () => reg.settled);
+      expect(got.map((g) => (parseJsonLossless(g.body) as { instance_id: bigint }).instance_id)).toEqual([1n, 1n, 1n, U64_MAX]);
+      expect(got.every((g) => g.auth === 'Bearer s3cret')).toBe(true);
+      expect(reg.stats[0]).toMatchObject({ registered: 2, pending: 0, failures: { error: 0, unavailable: 2, refused: 0 } });
+      answers = [409];
+      reg.register({ ...e, instanceId: 2n });
+      await until('refused', async () => reg.stats[0]!.failures.refused === 1);
+      expect(reg.settled).toBe(false); // a refusal is retried (at the longest back-off), not dropped
+    } finally {
+      await reg.close();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
   });
 });
 
