@@ -39,6 +39,9 @@ import { showValue } from '../protocol/show-value.js';
 import { Http1Transport, UndiciTransport, type ReplicaTransport } from './remote-transport.js';
 import { CANCELLED } from './remote-http1.js';
 import { QueryBodyWriter } from './remote-query-body.js';
+import { readScores } from './remote-scores.js';
+
+export { readScores };
 
 /** Why an attempt at one replica failed. */
 export const ReplicaFailure = {
@@ -150,8 +153,6 @@ export interface RemoteIndexStats {
   replicas: ReplicaStats[];
 }
 
-const U64_MAX = 0xffff_ffff_ffff_ffffn;
-const ID = /^(0|[1-9][0-9]{0,19})$/;
 
 class Replica {
   readonly url: string;
@@ -446,36 +447,4 @@ export class RemoteIndexClient {
     this.#closed = true;
     await Promise.all(this.#replicas.map((r) => r.transport.close()));
   }
-}
-
-/**
- * The scores of a `/query` or `/query_by_hash` answer (`{"scores":{"<worker>":{"<rank>":tokens}},...}`)
- * as worker -> best blocks over its ranks, or null when the text is not such a document (a
- * worker id that is not a u64, a score that is not a whole number of blocks). Exported for tests.
- */
-export function readScores(text: string, blockSize: number): Map<bigint, number> | null {
-  let doc: unknown;
-  try {
-    doc = JSON.parse(text);
-  } catch {
-    return null;
-  }
-  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) return null;
-  const scores = (doc as { scores?: unknown }).scores;
-  if (typeof scores !== 'object' || scores === null || Array.isArray(scores)) return null;
-  const out = new Map<bigint, number>();
-  for (const [worker, ranks] of Object.entries(scores)) {
-    if (!ID.test(worker)) return null;
-    const id = BigInt(worker);
-    if (id > U64_MAX) return null;
-    if (typeof ranks !== 'object' || ranks === null || Array.isArray(ranks)) return null;
-    let best = 0;
-    for (const [rank, tokens] of Object.entries(ranks)) {
-      if (!/^[0-9]{1,10}$/.test(rank)) return null;
-      if (typeof tokens !== 'number' || !Number.isSafeInteger(tokens) || tokens < 0 || tokens % blockSize !== 0) return null;
-      best = Math.max(best, tokens / blockSize);
-    }
-    out.set(id, best);
-  }
-  return out;
 }
