@@ -23,8 +23,8 @@ import { percentile, runIfMain, table, type SuiteOptions, type SuiteResult } fro
 const MODEL = 'bench';
 const BLOCK = 16;
 
-/** Sends `n` requests at `rate`/s on schedule (not waiting for answers). */
-async function openLoop(rate: number, n: number, send: (i: number) => Promise<void>): Promise<void> {
+/** Sends `n` requests at `rate`/s on schedule (not waiting for answers). Shared with shared-loads.bench.ts. */
+export async function openLoop(rate: number, n: number, send: (i: number) => Promise<void>): Promise<void> {
   const start = performance.now();
   const pending: Array<Promise<void>> = [];
   for (let i = 0; i < n; i++) {
@@ -35,7 +35,8 @@ async function openLoop(rate: number, n: number, send: (i: number) => Promise<vo
   await Promise.all(pending);
 }
 
-function stats(us: number[]): { p50: number; p99: number; p999: number; max: number } {
+/** p50 / p99 / p99.9 / max of `us`, rounded to whole microseconds. */
+export function stats(us: number[]): { p50: number; p99: number; p999: number; max: number } {
   const s = Float64Array.from(us).sort();
   const r = (x: number): number => Math.round(x);
   return { p50: r(percentile(s, 50)), p99: r(percentile(s, 99)), p999: r(percentile(s, 99.9)), max: r(s[s.length - 1]!) };
@@ -48,14 +49,26 @@ function tokenPrompt(i: number): string {
   return JSON.stringify({ model: MODEL, prompt: tokens, max_tokens: 1 });
 }
 
-async function latencyRound(rate: number, n: number, pools: Pool[], via: 'gateway' | 'direct'): Promise<{ leg: number[]; e2e: number[]; errors: number }> {
+/** A latency round's request legs and ends to end, microseconds, and its failed requests. */
+export interface LatencyRound {
+  leg: number[];
+  e2e: number[];
+  errors: number;
+}
+
+/**
+ * One open-loop round: `n` requests at `rate`/s, request `i` sent by `send(i)`; each 200 gives
+ * its request leg (client send to the engine's arrival, the host's monotonic clock) and its end
+ * to end, an error or another status counts in `errors`. Shared with shared-loads.bench.ts.
+ */
+export async function latencyRound(rate: number, n: number, send: (i: number) => Promise<Posted>): Promise<LatencyRound> {
   const leg: number[] = [];
   const e2e: number[] = [];
   let errors = 0;
   await openLoop(rate, n, async (i) => {
     let r: Posted;
     try {
-      r = await post(pools[via === 'gateway' ? 0 : i % pools.length]!, '/v1/completions', tokenPrompt(i));
+      r = await send(i);
     } catch {
       errors++;
       return;
@@ -70,6 +83,11 @@ async function latencyRound(rate: number, n: number, pools: Pool[], via: 'gatewa
   return { leg, e2e, errors };
 }
 
+/** A round of 512-token prompts, through the gateway (one pool) or direct (round robin over the engines). */
+function viaRound(rate: number, n: number, pools: Pool[], via: 'gateway' | 'direct'): Promise<LatencyRound> {
+  return latencyRound(rate, n, (i) => post(pools[via === 'gateway' ? 0 : i % pools.length]!, '/v1/completions', tokenPrompt(i)));
+}
+
 async function latencyRows(gw: Pool, direct: Pool[], quick: boolean): Promise<Array<Record<string, string | number>>> {
   const rows: Array<Record<string, string | number>> = [];
   for (const rate of [500, 2000]) {
@@ -77,7 +95,7 @@ async function latencyRows(gw: Pool, direct: Pool[], quick: boolean): Promise<Ar
     const rounds = quick ? 1 : 3;
     for (let round = 0; round < rounds; round++) {
       for (const via of ['direct', 'gateway'] as const) {
-        const r = await latencyRound(rate, n, via === 'gateway' ? [gw] : direct, via);
+        const r = await viaRound(rate, n, via === 'gateway' ? [gw] : direct, via);
         const l = stats(r.leg);
         const e = stats(r.e2e);
         rows.push({ 'req/s': rate, round: round + 1, via, requests: r.leg.length, errors: r.errors, 'leg p50 us': l.p50, 'leg p99 us': l.p99, 'leg p99.9 us': l.p999, 'leg max us': l.max, 'e2e p50 us': e.p50, 'e2e p99 us': e.p99, 'e2e p99.9 us': e.p999, 'e2e max us': e.max });
@@ -200,8 +218,8 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     const gwPool = client(gw.url);
     const direct = engines.map((e) => client(e.url, 64));
     // Warm-up: connections open, JIT warm.
-    await latencyRound(500, 500, [gwPool], 'gateway');
-    await latencyRound(500, 500, direct, 'direct');
+    await viaRound(500, 500, [gwPool], 'gateway');
+    await viaRound(500, 500, direct, 'direct');
     const sequential = await sequentialRows(gwPool, direct, opts.quick ? 500 : 2000);
     const capacity = [await capacityRow(direct, 'direct', 64, opts.quick ? 2000 : 4000), await capacityRow([gwPool], 'gateway', 64, opts.quick ? 2000 : 4000)];
     const latency = await latencyRows(gwPool, direct, opts.quick);

@@ -30,55 +30,22 @@ import { Endpoint, readOpenAiRequest } from '../src/gateway/openai-request.js';
 import { SharedLoads } from '../src/gateway/shared-loads.js';
 import type { EnginePick } from '../src/gateway/engine-pick.js';
 import { ROUTING_PRESETS } from '../src/router/presets.js';
-import { client, post, startEngine, startGateway, stop, type EngineProc, type GatewayProc, type Posted } from './gateway-procs.js';
+import { client, post, startEngine, startGateway, stop, type EngineProc, type GatewayProc } from './gateway-procs.js';
+import { latencyRound, openLoop, stats, type LatencyRound } from './gateway.bench.js';
 import { startServer } from './nats.bench.js';
-import { percentile, runIfMain, table, type SuiteOptions, type SuiteResult } from './suite.js';
+import { runIfMain, table, type SuiteOptions, type SuiteResult } from './suite.js';
 
 const MODEL = 'bench';
 const BLOCK = 16;
-
-function stats(us: number[]): { p50: number; p99: number; p999: number; max: number } {
-  const s = Float64Array.from(us).sort();
-  const r = (x: number): number => Math.round(x);
-  return { p50: r(percentile(s, 50)), p99: r(percentile(s, 99)), p999: r(percentile(s, 99.9)), max: r(s[s.length - 1]!) };
-}
 
 /** A 512-token prompt, unique per `i` (no cache hits: load decides). */
 function tokens(i: number): number[] {
   return Array.from({ length: 512 }, (_, k) => 100_000 + ((i * 7919 + k * 13) % 900_000));
 }
 
-async function openLoop(rate: number, n: number, send: (i: number) => Promise<void>): Promise<void> {
-  const start = performance.now();
-  const pending: Array<Promise<void>> = [];
-  for (let i = 0; i < n; i++) {
-    const wait = start + (i * 1000) / rate - performance.now();
-    if (wait >= 1) await sleep(wait);
-    pending.push(send(i));
-  }
-  await Promise.all(pending);
-}
-
-async function latencyRound(rate: number, n: number, pair: readonly Pool[], offset: number): Promise<{ leg: number[]; e2e: number[]; errors: number }> {
-  const leg: number[] = [];
-  const e2e: number[] = [];
-  let errors = 0;
-  await openLoop(rate, n, async (i) => {
-    let r: Posted;
-    try {
-      r = await post(pair[i % 2]!, '/v1/completions', JSON.stringify({ model: MODEL, prompt: tokens(offset + i), max_tokens: 1 }));
-    } catch {
-      errors++;
-      return;
-    }
-    if (r.status !== 200) {
-      errors++;
-      return;
-    }
-    leg.push(Number(r.arrivalNs - r.sentNs) / 1000);
-    e2e.push(Number(r.endNs - r.sentNs) / 1000);
-  });
-  return { leg, e2e, errors };
+/** A round over a pair of gateways, request `i` to gateway `i % 2`, prompts from `offset`. */
+function pairRound(rate: number, n: number, pair: readonly Pool[], offset: number): Promise<LatencyRound> {
+  return latencyRound(rate, n, (i) => post(pair[i % 2]!, '/v1/completions', JSON.stringify({ model: MODEL, prompt: tokens(offset + i), max_tokens: 1 })));
 }
 
 /** Waits one event-loop turn (I/O included). */
@@ -212,7 +179,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     const pools = gateways.map((g) => client(g.url));
     const pairs = { local: [pools[0]!, pools[1]!], shared: [pools[2]!, pools[3]!] } as const;
     let offset = 0;
-    for (const pair of Object.values(pairs)) await latencyRound(500, 1000, pair, (offset += 10_000)); // warm-up
+    for (const pair of Object.values(pairs)) await pairRound(500, 1000, pair, (offset += 10_000)); // warm-up
     // One request at a time, local and shared pairs alternating: the added cost without queueing.
     const one = { local: { leg: [] as number[], e2e: [] as number[] }, shared: { leg: [] as number[], e2e: [] as number[] } };
     const n1 = opts.quick ? 300 : 1500;
@@ -233,7 +200,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     for (const rate of [100, 400]) {
       for (let round = 0; round < rounds; round++) {
         for (const loads of ['local', 'shared'] as const) {
-          const r = await latencyRound(rate, rate * (opts.quick ? 2 : 5), pairs[loads], (offset += 100_000));
+          const r = await pairRound(rate, rate * (opts.quick ? 2 : 5), pairs[loads], (offset += 100_000));
           const l = stats(r.leg);
           const e = stats(r.e2e);
           latency.push({ 'req/s': rate, round: round + 1, loads, requests: r.leg.length, errors: r.errors, 'leg p50 us': l.p50, 'leg p99 us': l.p99, 'leg p99.9 us': l.p999, 'leg max us': l.max, 'e2e p50 us': e.p50, 'e2e p99 us': e.p99, 'e2e p99.9 us': e.p999, 'e2e max us': e.max });

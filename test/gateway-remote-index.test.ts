@@ -270,8 +270,8 @@ describe('readScores: what a replica answers', () => {
 
 describe('kvindex gateway --index flags', () => {
   it('reads the replicas, the deadline (default 2) and the hedge (default: the client\'s)', () => {
-    expect(readIndexArgs({ index: 'http://127.0.0.1:8090, http://127.0.0.1:8091' })).toEqual({ replicas: ['http://127.0.0.1:8090', 'http://127.0.0.1:8091'], deadlineMs: 2, hedgeMs: null });
-    expect(readIndexArgs({ index: 'http://a:1', 'index-deadline-ms': '5', 'index-hedge-ms': '2' })).toEqual({ replicas: ['http://a:1'], deadlineMs: 5, hedgeMs: 2 });
+    expect(readIndexArgs({ index: 'http://127.0.0.1:8090, http://127.0.0.1:8091' })).toMatchObject({ replicas: ['http://127.0.0.1:8090', 'http://127.0.0.1:8091'], deadlineMs: 2, hedgeMs: null, register: true });
+    expect(readIndexArgs({ index: 'http://a:1', 'index-deadline-ms': '5', 'index-hedge-ms': '2', 'index-register': 'off', 'index-token': 's' })).toEqual({ replicas: ['http://a:1'], deadlineMs: 5, hedgeMs: 2, register: false, token: 's' });
     expect(readIndexArgs({})).toBeNull();
     expect(new RemoteIndexClient({ replicas: ['http://a:1'] }).hedgeMs).toBe(1);
   });
@@ -279,6 +279,8 @@ describe('kvindex gateway --index flags', () => {
   it('refuses bad values with a usage error naming the flag', () => {
     const bad: Array<[Record<string, string>, string]> = [
       [{ 'index-deadline-ms': '2' }, '--index-deadline-ms: only with --index'],
+      [{ 'index-token': 's' }, '--index-token: only with --index'],
+      [{ index: 'http://a:1', 'index-register': 'yes' }, '--index-register'],
       [{ index: 'http://a:1', 'index-deadline-ms': '0' }, '--index-deadline-ms'],
       [{ index: 'http://a:1', 'index-hedge-ms': '1.5' }, '--index-hedge-ms'],
       [{ index: 'tcp://a:1' }, '--index: replica'],

@@ -38,6 +38,7 @@ const EXPECTED: Record<string, string[]> = {
   'kvindex/gateway': [
     'EngineCatalog', 'Endpoint', 'Gateway', 'GatewayError', 'Health', 'LocalTokenizer', 'Outcome', 'SharedLoads', 'SharedLoadsState', 'TENANT_HEADER', 'engineHeaders',
     'gatewayPlugin', 'readEngineUrl', 'readOpenAiRequest', 'registerSharedLoadsMetrics', 'relay', 'RemoteIndexClient', 'ReplicaFailure', 'FailOpen', 'RemoteIndexMetrics',
+    'RemoteTransport', 'watchRegistrar', 'ReplicaRegistrar', 'RegisterFailure',
   ],
 };
 

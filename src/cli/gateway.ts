@@ -21,11 +21,12 @@ import { parseListenAddress, startOpsServer, type OpsServer } from '../serve/ops
 import { quietFastify } from '../serve/quiet-fastify.js';
 import { Shutdown } from './shutdown.js';
 import { warnIfZmqMissing } from './zmq-missing.js';
-import { readIndexArgs, remoteIndexFor, INDEX_USAGE, INDEX_OPTIONS, type IndexArgs } from './gateway-index.js';
+import { readIndexArgs, registrarFor, remoteIndexFor, INDEX_USAGE, INDEX_OPTIONS, type IndexArgs } from './gateway-index.js';
 import { logLevelArg, UsageError } from './usage.js';
 import { NATS_AUTH_FLAGS, NATS_AUTH_USAGE, natsAuthFromFlags } from './nats-options.js';
 import { SharedLoads, type SharedLoadsOptions } from '../gateway/shared-loads.js';
 import { registerSharedLoadsMetrics } from '../gateway/shared-loads-metrics.js';
+import type { ReplicaRegistrar } from '../gateway/remote-register.js';
 
 export const GATEWAY_USAGE = `usage: kvindex gateway --http <[host:]port> [options]
   OpenAI-compatible proxy: each request goes to the engine holding its prompt's prefix
@@ -199,7 +200,9 @@ export async function main(args: string[]): Promise<number> {
   const routing = shared === null ? a.routing : { ...a.routing, ...shared.routerOptions() };
   if (metrics !== null && shared !== null) registerSharedLoadsMetrics(metrics.registry, shared);
   const remoteIndex = a.index === null ? null : remoteIndexFor(a.index, logger, metrics);
-  const gateway = new Gateway({ logger, topic: a.topic, healthIntervalMs: a.healthIntervalMs, staleMs: a.staleMs, routing, tokenizer, remoteIndex, ...(metrics === null ? {} : { observer: metrics }) });
+  // Called only once the gateway exists (its registrations are sent from `start`).
+  const indexRegistrar: ReplicaRegistrar | null = a.index === null ? null : registrarFor(a.index, logger, metrics, (r): boolean => gateway.catalog.engine(r.instanceId, r.modelName, r.tenantId, r.dpRank) !== undefined);
+  const gateway: Gateway = new Gateway({ logger, topic: a.topic, healthIntervalMs: a.healthIntervalMs, staleMs: a.staleMs, routing, tokenizer, remoteIndex, indexRegistrar, ...(metrics === null ? {} : { observer: metrics }) });
   metrics?.watch(gateway);
   const app = quietFastify(logger);
   let ops: OpsServer | null = null;
@@ -212,7 +215,7 @@ export async function main(args: string[]): Promise<number> {
       logger.info({ metricsUrl: ops.url }, 'metrics, health and readiness served over HTTP');
     }
     const address = await app.listen({ host: a.listen.host, port: a.listen.port });
-    logger.info({ address, engines: engines.length, auth: a.token !== null, tokenizer: a.tokenizer === null ? 'engine' : 'local', routing: a.routingName, loads: shared === null ? 'local' : 'shared', ...(remoteIndex === null ? {} : { index: remoteIndex.replicas, indexDeadlineMs: remoteIndex.deadlineMs, indexHedgeMs: remoteIndex.hedgeMs }) }, 'kvindex gateway ready');
+    logger.info({ address, engines: engines.length, auth: a.token !== null, tokenizer: a.tokenizer === null ? 'engine' : 'local', routing: a.routingName, loads: shared === null ? 'local' : 'shared', ...(remoteIndex === null ? {} : { index: remoteIndex.replicas, indexDeadlineMs: remoteIndex.deadlineMs, indexHedgeMs: remoteIndex.hedgeMs, indexRegister: indexRegistrar !== null }) }, 'kvindex gateway ready');
   } catch (err) {
     logger.error({ err: (err as Error).message }, 'kvindex gateway could not start');
     shutdown.begin('could not start');

@@ -12,7 +12,9 @@
  *
  * With `remoteIndex` (`kvindex gateway --index`), the overlaps come from replicas of
  * `serve --http` within a deadline instead (remote-routing.ts): no ZMQ listener is started, and
- * a lookup that fails open routes by load alone.
+ * a lookup that fails open routes by load alone. With `indexRegistrar` too, every engine the
+ * gateway registers (its engines file, its `POST /register`) is registered on the replicas in the
+ * background (remote-register.ts); routing never waits for it.
  */
 
 import type { Logger } from 'pino';
@@ -33,6 +35,7 @@ import type { LocalTokenizer } from './local-tokenizer.js';
 import { ROUTING_PRESETS } from '../router/presets.js';
 import type { RemoteIndexClient } from './remote-index.js';
 import { RemoteRouting, type RemoteScores } from './remote-routing.js';
+import type { ReplicaRegistrar } from './remote-register.js';
 
 export interface GatewayOptions {
   logger?: Logger;
@@ -60,6 +63,11 @@ export interface GatewayOptions {
    * engines' KV events (default: none, listen). The gateway closes it in `close()`.
    */
   remoteIndex?: RemoteIndexClient | null;
+  /**
+   * Registers the gateway's engines on the index replicas (with `remoteIndex`; default none:
+   * the engines register there themselves). The gateway closes it in `close()`.
+   */
+  indexRegistrar?: ReplicaRegistrar | null;
 }
 
 export class Gateway {
@@ -75,6 +83,7 @@ export class Gateway {
   readonly #lookups = new WeakMap<EnginePick, RemoteScores>();
   readonly #tokenizeTimeoutMs: number;
   readonly #local: LocalTokenizer | null;
+  readonly #registrar: ReplicaRegistrar | null;
   /** Prompts the local tokenizer could not map, sent to an engine's /tokenize instead. */
   localTokenizerMisses = 0;
   #nextId = 0;
@@ -101,11 +110,15 @@ export class Gateway {
     this.observer = options.observer ?? NOOP_OBSERVER;
     this.#tokenizeTimeoutMs = options.tokenizeTimeoutMs ?? 10_000;
     this.#local = options.tokenizer ?? null;
+    this.#registrar = options.indexRegistrar ?? null;
   }
 
   /** Registers engines (engines.json) and polls their health once; then polls every interval. */
   async start(engines: readonly EngineEntry[] = []): Promise<void> {
-    for (const e of engines) await this.catalog.register(e);
+    for (const e of engines) {
+      await this.catalog.register(e);
+      this.#registrar?.register(e);
+    }
     await this.health.poll();
     this.health.start();
   }
@@ -113,6 +126,7 @@ export class Gateway {
   /** Registers an engine at run time (`POST /register`) and checks its health before answering. */
   async register(engine: EngineEntry): Promise<void> {
     await this.catalog.register(engine);
+    this.#registrar?.register(engine);
     await this.health.poll();
   }
 
@@ -222,6 +236,7 @@ export class Gateway {
 
   async close(): Promise<void> {
     await this.health.stop();
+    await this.#registrar?.close();
     await this.registry.close();
     await this.remote?.client.close();
     await this.dispatcher.close();

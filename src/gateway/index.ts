@@ -17,8 +17,9 @@ export { Outcome } from './observer.js';
 export { LocalTokenizer } from './local-tokenizer.js';
 export { SharedLoads, SharedLoadsState } from './shared-loads.js';
 export { registerSharedLoadsMetrics } from './shared-loads-metrics.js';
-export { RemoteIndexClient, ReplicaFailure, FailOpen } from './remote-index.js';
-export { RemoteIndexMetrics } from './remote-index-metrics.js';
+export { RemoteIndexClient, ReplicaFailure, FailOpen, RemoteTransport } from './remote-index.js';
+export { RemoteIndexMetrics, watchRegistrar } from './remote-index-metrics.js';
+export { ReplicaRegistrar, RegisterFailure } from './remote-register.js';
 
 // Types
 export type { GatewayOptions } from './gateway.js';
@@ -29,3 +30,4 @@ export type { EngineEntry, CatalogEngine, ListedModel } from './engine-catalog.j
 export type { GatewayObserver } from './observer.js';
 export type { SharedLoadsOptions, SharedLoadsStats } from './shared-loads.js';
 export type { RemoteIndexOptions, RemoteLookup, RemoteIndexStats, ReplicaStats } from './remote-index.js';
+export type { ReplicaRegistrarOptions, ReplicaRegistrationStats } from './remote-register.js';

@@ -11,11 +11,15 @@
  * - `kvindex_gateway_index_replica_failures_total{replica,failure}` (error, timeout, recovering,
  *   status, garbage), `kvindex_gateway_index_replica_late_total{replica}` (answers after the
  *   deadline, dropped), `kvindex_gateway_index_replica_backed_off{replica}` (1 while skipped);
- * - `kvindex_gateway_index_lookup_ms{outcome}`: each lookup's duration (answered, fail_open).
+ * - `kvindex_gateway_index_lookup_ms{outcome}`: each lookup's duration (answered, fail_open);
+ * - `kvindex_gateway_index_registrations_total{replica}`, `..._registration_failures_total{replica,failure}`
+ *   (error, unavailable, refused), `..._registrations_pending{replica}`: the gateway's engines
+ *   registered on the replicas (remote-register.ts).
  */
 
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { RemoteIndexClient } from './remote-index.js';
+import type { ReplicaRegistrar } from './remote-register.js';
 
 export class RemoteIndexMetrics {
   readonly #ms: Histogram<'outcome'>;
@@ -68,4 +72,22 @@ export class RemoteIndexMetrics {
       for (const r of s.replicas) this.set({ replica: r.url }, r.backedOffUntil > now ? 1 : 0);
     } });
   }
+}
+
+/** Adds the registrar's counters to `registry` (read at each scrape). */
+export function watchRegistrar(registry: Registry, registrar: ReplicaRegistrar): void {
+  const registers = [registry];
+  const s = registrar.stats;
+  new Counter({ name: 'kvindex_gateway_index_registrations_total', help: 'Engine registrations the index replicas accepted (refreshes included), per replica', labelNames: ['replica'] as const, registers, collect() {
+    this.reset();
+    for (const r of s) this.inc({ replica: r.url }, r.registered);
+  } });
+  new Counter({ name: 'kvindex_gateway_index_registration_failures_total', help: 'Failed engine registrations on the index replicas, per replica, by failure (error, unavailable, refused)', labelNames: ['replica', 'failure'] as const, registers, collect() {
+    this.reset();
+    for (const r of s) for (const [failure, n] of Object.entries(r.failures)) this.inc({ replica: r.url, failure }, n);
+  } });
+  new Gauge({ name: 'kvindex_gateway_index_registrations_pending', help: 'Engine registrations not yet accepted by the index replica', labelNames: ['replica'] as const, registers, collect() {
+    this.reset();
+    for (const r of s) this.set({ replica: r.url }, r.pending);
+  } });
 }

@@ -11,7 +11,9 @@
  *   of one per token (a 1,024-token prompt: ~1.3 kB instead of ~6 kB), which the replica reads
  *   without hashing. Hashes are written as u64 decimal from the BigUint64Array (exact); the
  *   answer's worker ids are JSON object keys, i.e. strings, so `JSON.parse` keeps them exact.
- * - One undici `Pool` of keep-alive connections per replica: a lookup never pays a connect.
+ * - Keep-alive connections per replica, so a lookup never pays a connect: by default the lean
+ *   pipelined HTTP/1.1 client of remote-http1.ts (one writev per event-loop turn, a callback per
+ *   answer), or undici's `Pool` (`transport: 'undici'`, and any https replica).
  * - Primaries in round robin over the replicas that are not backed off, so both share the load.
  * - A replica is backed off (skipped) after an error, a refused connection, an answer that is
  *   not 200 with scores (garbage, a 5xx, `503 KVX_RECOVERING` while it recovers from a peer), or
@@ -25,16 +27,21 @@
  *   its next lookup is the probe (one more failure: twice as long).
  * - A late answer (after the deadline) is read and dropped (counted); it proves the replica
  *   alive (its miss streak restarts) but does not end a back-off. Attempts end for good after
- *   `attemptTimeoutMs` (undici's headers and body timeouts), so a paused replica holds at most
+ *   `attemptTimeoutMs`, so a paused replica holds at most
  *   its pool's connections.
  * - Timers are `setTimeout`, whose granularity is 1 ms (a fraction is not honoured), so the
  *   hedge and the deadline are whole milliseconds.
  */
 
 import type { Logger } from 'pino';
-import { Pool } from 'undici';
 import { ErrorCode, KvIndexError } from '../errors.js';
 import { showValue } from '../protocol/show-value.js';
+import { Http1Transport, UndiciTransport, type ReplicaTransport } from './remote-transport.js';
+import { CANCELLED } from './remote-http1.js';
+import { QueryBodyWriter } from './remote-query-body.js';
+import { readScores } from './remote-scores.js';
+
+export { readScores };
 
 /** Why an attempt at one replica failed. */
 export const ReplicaFailure = {
@@ -50,6 +57,15 @@ export const ReplicaFailure = {
   Garbage: 'garbage',
 } as const;
 export type ReplicaFailure = (typeof ReplicaFailure)[keyof typeof ReplicaFailure];
+
+/** The HTTP client of the lookups. */
+export const RemoteTransport = {
+  /** Pipelined keep-alive HTTP/1.1 over `net`, one writev per turn (remote-http1.ts). */
+  Http1: 'http1',
+  /** undici's `Pool`. */
+  Undici: 'undici',
+} as const;
+export type RemoteTransport = (typeof RemoteTransport)[keyof typeof RemoteTransport];
 
 /** Why a lookup failed open (the caller routes by load alone). */
 export const FailOpen = {
@@ -82,8 +98,13 @@ export interface RemoteIndexOptions {
   silenceMs?: number;
   /** An attempt's answer is awaited this long at most, then it fails (default 1,000 ms). */
   attemptTimeoutMs?: number;
-  /** Keep-alive connections per replica (default 16). */
+  /** Keep-alive connections per replica (default 4 with `http1`, requests pipelined on them; 16 with `undici`). */
   connections?: number;
+  /**
+   * How replicas are asked (default `http1`, the lean pipelined client of remote-http1.ts;
+   * `undici`, a keep-alive `Pool`, what the client used first). An https replica always uses undici.
+   */
+  transport?: RemoteTransport;
   /** Minimum ms between two fail-open WARN lines (default 10,000); each line carries the counts since the last one. */
   warnIntervalMs?: number;
   logger?: Logger | null;
@@ -132,12 +153,10 @@ export interface RemoteIndexStats {
   replicas: ReplicaStats[];
 }
 
-const U64_MAX = 0xffff_ffff_ffff_ffffn;
-const ID = /^(0|[1-9][0-9]{0,19})$/;
 
 class Replica {
   readonly url: string;
-  readonly pool: Pool;
+  readonly transport: ReplicaTransport;
   readonly stats: ReplicaStats;
   /** Lookups in a row that ended without this replica's answer. */
   misses = 0;
@@ -146,16 +165,16 @@ class Replica {
   /** The current back-off, ms (0: none since the last success). */
   backoff = 0;
 
-  constructor(url: string, connections: number) {
+  constructor(url: string, transport: ReplicaTransport) {
     this.url = url;
-    this.pool = new Pool(url, { connections, pipelining: 1, keepAliveTimeout: 30_000, connect: { timeout: 1_000 } });
+    this.transport = transport;
     this.stats = { url, attempts: 0, answered: 0, late: 0, failures: { error: 0, timeout: 0, recovering: 0, status: 0, garbage: 0 }, backoffs: 0, backedOffUntil: 0 };
   }
 }
 
 /** One lookup in progress. */
 interface Pending {
-  readonly body: string;
+  readonly body: Uint8Array;
   readonly blockSize: number;
   readonly t0: number;
   readonly tried: Replica[];
@@ -216,6 +235,7 @@ export class RemoteIndexClient {
   readonly #logger: Logger | null;
   readonly #onLookup: ((ms: number, answered: boolean) => void) | null;
   readonly #stats: RemoteIndexStats;
+  readonly #bodies = new QueryBodyWriter();
   #turn = 0;
   #lastWarn = -Infinity;
   /** Fail-opens since the last WARN line, by reason. */
@@ -234,10 +254,15 @@ export class RemoteIndexClient {
     this.#silenceMs = positive('silenceMs', options.silenceMs, Math.max(20, 10 * this.deadlineMs));
     this.#attemptTimeoutMs = Math.max(this.deadlineMs, positive('attemptTimeoutMs', options.attemptTimeoutMs, 1_000));
     this.#warnIntervalMs = positive('warnIntervalMs', options.warnIntervalMs, 10_000);
-    const connections = positive('connections', options.connections, 16);
+    const transport = options.transport ?? RemoteTransport.Http1;
+    if (transport !== RemoteTransport.Http1 && transport !== RemoteTransport.Undici) throw new KvIndexError(ErrorCode.InvalidOption, `transport: expected http1 or undici, got ${showValue(transport)}`);
+    const connections = positive('connections', options.connections, transport === RemoteTransport.Http1 ? 4 : 16);
     this.#logger = options.logger ?? null;
     this.#onLookup = options.onLookup ?? null;
-    this.#replicas = urls.map((u) => new Replica(u, connections));
+    // The lean client speaks plain HTTP only: an https replica is asked through undici.
+    this.#replicas = urls.map((u) => new Replica(u, transport === RemoteTransport.Http1 && u.startsWith('http:')
+      ? new Http1Transport(u, connections, this.#attemptTimeoutMs)
+      : new UndiciTransport(u, connections, this.#attemptTimeoutMs)));
     this.#stats = { lookups: 0, answered: 0, hedged: 0, secondAnswered: 0, failOpen: { deadline: 0, failed: 0, no_replica: 0 }, replicas: this.#replicas.map((r) => r.stats) };
   }
 
@@ -267,9 +292,7 @@ export class RemoteIndexClient {
     const t0 = performance.now();
     this.#stats.lookups++;
     if (this.#closed) return Promise.resolve(this.#failOpen(FailOpen.NoReplica, t0));
-    let hashes = '';
-    for (let i = 0; i < local.length; i++) hashes += i === 0 ? local[i]!.toString() : `,${local[i]!.toString()}`;
-    const body = `{"block_hashes":[${hashes}],"model_name":${JSON.stringify(modelName)},"tenant_id":${JSON.stringify(tenantId)}}`;
+    const body = this.#bodies.write(modelName, tenantId, local);
     return new Promise<RemoteLookup>((resolve) => {
       const p: Pending = { body, blockSize, t0, tried: [], waiting: [], settled: false, resolve, hedge: null, deadline: null };
       if (!this.#ask(p)) {
@@ -299,42 +322,52 @@ export class RemoteIndexClient {
       if (p.tried.length === 0) this.#turn = (this.#turn + k + 1) % n;
       p.tried.push(r);
       p.waiting.push(r);
+      if (r.stats.backedOffUntil > 0) {
+        // The probe after a back-off starts a fresh record: misses and silence from before the
+        // back-off must not back it off again at its first slow answer (its first request pays
+        // a new connection: ~1.4 ms measured after a SIGSTOP/SIGCONT, over the 1 ms hedge, and
+        // the resumed replica stayed skipped for good in the benchmark's fail-over).
+        r.stats.backedOffUntil = 0;
+        r.misses = 0;
+        r.owedSince = -1;
+      }
       if (r.owedSince < 0) r.owedSince = now;
       r.stats.attempts++;
-      void this.#attempt(p, r, p.tried.length > 1);
+      this.#attempt(p, r, p.tried.length > 1);
       return true;
     }
     return false;
   }
 
-  async #attempt(p: Pending, r: Replica, second: boolean): Promise<void> {
+  #attempt(p: Pending, r: Replica, second: boolean): void {
+    r.transport.post(p.body, (err, status, text) => this.#answered(p, r, second, err, status, text), () => !p.settled);
+  }
+
+  #answered(p: Pending, r: Replica, second: boolean, err: Error | null, status: number, text: string): void {
     let failure: ReplicaFailure | null = null;
     let scores: Map<bigint, number> | null = null;
     let detail = '';
-    try {
-      const res = await r.pool.request({
-        path: '/query_by_hash', method: 'POST', body: p.body,
-        headers: { 'content-type': 'application/json' },
-        headersTimeout: this.#attemptTimeoutMs, bodyTimeout: this.#attemptTimeoutMs,
-      });
-      const text = await res.body.text();
-      if (res.statusCode === 200) {
-        scores = readScores(text, p.blockSize);
-        if (scores === null) {
-          failure = ReplicaFailure.Garbage;
-          detail = `a 200 that is not a scores document: ${showValue(text.slice(0, 80))}`;
-        }
-      } else {
-        failure = res.statusCode === 503 && text.includes('"KVX_RECOVERING"') ? ReplicaFailure.Recovering : ReplicaFailure.Status;
-        detail = `status ${res.statusCode}: ${showValue(text.slice(0, 120))}`;
-      }
-    } catch (err) {
+    if (err === CANCELLED) {
+      // Never sent: the lookup had ended while it waited for room. Not the replica's failure.
+      p.waiting.splice(p.waiting.indexOf(r), 1);
+      return;
+    }
+    if (err !== null) {
       failure = ReplicaFailure.Error;
-      detail = (err as Error).message;
+      detail = err.message;
+    } else if (status === 200) {
+      scores = readScores(text, p.blockSize);
+      if (scores === null) {
+        failure = ReplicaFailure.Garbage;
+        detail = `a 200 that is not a scores document: ${showValue(text.slice(0, 80))}`;
+      }
+    } else {
+      failure = status === 503 && text.includes('"KVX_RECOVERING"') ? ReplicaFailure.Recovering : ReplicaFailure.Status;
+      detail = `status ${status}: ${showValue(text.slice(0, 120))}`;
     }
     p.waiting.splice(p.waiting.indexOf(r), 1);
     // Any HTTP answer, late or failed, shows the replica alive: slow is not silent.
-    if (failure !== ReplicaFailure.Error) r.owedSince = r.pool.stats.pending + r.pool.stats.running > 0 ? performance.now() : -1;
+    if (failure !== ReplicaFailure.Error) r.owedSince = r.transport.inFlight > 0 ? performance.now() : -1;
     if (failure === null && scores !== null) {
       r.misses = 0;
       if (p.settled) {
@@ -412,38 +445,6 @@ export class RemoteIndexClient {
   /** Closes the connections; later lookups fail open at once. */
   async close(): Promise<void> {
     this.#closed = true;
-    await Promise.all(this.#replicas.map((r) => r.pool.destroy().catch(() => undefined)));
+    await Promise.all(this.#replicas.map((r) => r.transport.close()));
   }
-}
-
-/**
- * The scores of a `/query` or `/query_by_hash` answer (`{"scores":{"<worker>":{"<rank>":tokens}},...}`)
- * as worker -> best blocks over its ranks, or null when the text is not such a document (a
- * worker id that is not a u64, a score that is not a whole number of blocks). Exported for tests.
- */
-export function readScores(text: string, blockSize: number): Map<bigint, number> | null {
-  let doc: unknown;
-  try {
-    doc = JSON.parse(text);
-  } catch {
-    return null;
-  }
-  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) return null;
-  const scores = (doc as { scores?: unknown }).scores;
-  if (typeof scores !== 'object' || scores === null || Array.isArray(scores)) return null;
-  const out = new Map<bigint, number>();
-  for (const [worker, ranks] of Object.entries(scores)) {
-    if (!ID.test(worker)) return null;
-    const id = BigInt(worker);
-    if (id > U64_MAX) return null;
-    if (typeof ranks !== 'object' || ranks === null || Array.isArray(ranks)) return null;
-    let best = 0;
-    for (const [rank, tokens] of Object.entries(ranks)) {
-      if (!/^[0-9]{1,10}$/.test(rank)) return null;
-      if (typeof tokens !== 'number' || !Number.isSafeInteger(tokens) || tokens < 0 || tokens % blockSize !== 0) return null;
-      best = Math.max(best, tokens / blockSize);
-    }
-    out.set(id, best);
-  }
-  return out;
 }
