@@ -25,9 +25,9 @@ routing (traces only; the product's KvRouter decides):
   --credit X          overlap score credit per cached block, 0..1 (default 1)
 timed replay (traces only; engines that take time, latency per routing policy; see
 docs/replay-timed.md):
-  --policy P          route with P: ${POLICY_NAMES.join(', ')}, or all; or the
-                      reference ${REFERENCE_POLICY_NAMES.join(', ')} (reads the engines' state, which no router
-                      sees; not in all) (selects the timed replay; default kv)
+  --policy P          route with P: ${POLICY_NAMES.join(', ')}, or all
+                      (selects the timed replay; default kv); or the reference
+                      ${REFERENCE_POLICY_NAMES.join(', ')} (it reads the engines' state, which no router sees; not in all)
   --load X            rescale arrivals so the offered work is X times the fleet's capacity
                       (selects the timed replay; default: the trace's times, / --speed)
   --sweep X,Y,...     run each load in turn (selects the timed replay)
