@@ -6,7 +6,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { KvRouter, RadixTree, ROUTING_PRESETS, seededRandom, storedBlocks, type RoutingPresetName } from '../src/index.js';
+import { KvRouter, RadixTree, ROUTING_PRESET_NAMES, ROUTING_PRESETS, seededRandom, storedBlocks, type RoutingPresetName } from '../src/index.js';
 import { MAIN } from './support/serve-process.js';
 
 const A = 1n;
@@ -38,5 +38,8 @@ describe('routing presets', () => {
     const r = spawnSync(process.execPath, [MAIN, 'gateway', '--http', '0', '--routing', 'fastest'], { encoding: 'utf8' });
     expect(r.status).toBe(2);
     expect(r.stderr).toContain("--routing: expected kv or dynamo or kv-time, got 'fastest'");
+    // The usage under the error names every accepted preset (it said <kv|dynamo> after kv-time was added).
+    expect(r.stderr).toContain(`--routing <${ROUTING_PRESET_NAMES.join('|')}>`);
+    for (const name of ROUTING_PRESET_NAMES) expect(r.stderr).toMatch(new RegExp(`\\b${name}\\b \\(`));
   });
 });

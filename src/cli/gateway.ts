@@ -46,8 +46,11 @@ export const GATEWAY_USAGE = `usage: kvindex gateway --http <[host:]port> [optio
                              /tokenize; needs the optional @huggingface/tokenizers
   --chat-template <file>     Jinja chat template for --tokenizer (default: tokenizer_config.json's
                              chat_template); needs the optional @huggingface/jinja
-  --routing <kv|dynamo>      the routing cost: kv (kvindex's default, tuned for time to first
-                             token: docs/routing.md) or dynamo (Dynamo's defaults) (default: kv)
+  --routing <${ROUTING_PRESET_NAMES.join('|')}>
+                             the routing cost (docs/routing.md): kv (kvindex's default, tuned for
+                             time to first token), dynamo (Dynamo's defaults) or kv-time (a cost
+                             in predicted ms to the first token, with Dynamo mocker's engine
+                             profile) (default: kv)
   --prefill-load-scale <x>   weight of a candidate's uncached prefill in its cost against its
                              in-flight blocks (Dynamo's kv_overlap_score_weight), over --routing's
                              (kv: 30, dynamo: 1)

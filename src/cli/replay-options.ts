@@ -3,7 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { ClusterSimOptions } from '../trace/cluster-sim.js';
-import { isPolicyName, POLICY_NAMES, type PolicyName } from '../trace/policies/policy.js';
+import { isPolicyName, POLICY_NAMES, REFERENCE_POLICY_NAMES, type PolicyName } from '../trace/policies/policy.js';
 import type { ReplayRoutingOptions } from './replay-routing.js';
 
 export const REPLAY_USAGE = `usage: kvindex replay [file] [options]
@@ -26,7 +26,8 @@ routing (traces only; the product's KvRouter decides):
 timed replay (traces only; engines that take time, latency per routing policy; see
 docs/replay-timed.md):
   --policy P          route with P: ${POLICY_NAMES.join(', ')}, or all
-                      (selects the timed replay; default kv)
+                      (selects the timed replay; default kv); or the reference
+                      ${REFERENCE_POLICY_NAMES.join(', ')} (it reads the engines' state, which no router sees; not in all)
   --load X            rescale arrivals so the offered work is X times the fleet's capacity
                       (selects the timed replay; default: the trace's times, / --speed)
   --sweep X,Y,...     run each load in turn (selects the timed replay)
@@ -225,7 +226,7 @@ function parseTimed(v: Values, speed: number): TimedCliOptions | null {
   let policies: PolicyName[];
   if (policy === 'all') policies = [...POLICY_NAMES];
   else if (isPolicyName(policy)) policies = [policy];
-  else throw new UsageError(`--policy: expected one of ${POLICY_NAMES.join(', ')} or all, got '${policy}'`);
+  else throw new UsageError(`--policy: expected one of ${[...POLICY_NAMES, ...REFERENCE_POLICY_NAMES].join(', ')} or all, got '${policy}'`);
   const fraction = (name: string, text: string): number => {
     const x = /^[0-9]+(\.[0-9]+)?$/.test(text) ? Number(text) : NaN;
     if (!(x > 0 && x <= 100)) throw new UsageError(`--${name}: expected a number in (0, 100], got '${text}'`);

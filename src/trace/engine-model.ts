@@ -74,6 +74,18 @@ interface Running {
   chunk: number;
 }
 
+/** An engine's true backlog (`EngineModel.backlog`). */
+export interface EngineBacklog {
+  /** Prompt tokens still to prefill after the step under way, queued and running, net of the cache. */
+  prefillTokens: number;
+  /** Requests past their first token. */
+  decoders: number;
+  /** Their context, tokens (prompt plus generated). */
+  contextTokens: number;
+  /** End of the step under way, ms; -1 when idle. */
+  stepEndMs: number;
+}
+
 /** Engine options beside its parameters. */
 export interface EngineModelOptions {
   /** KV pool, in blocks. */
@@ -127,6 +139,33 @@ export class EngineModel {
   /** Share of the KV pool pinned or reserved by running requests (vLLM's KV usage metric). */
   get kvUsage(): number {
     return this.kv.busy / this.kv.capacity;
+  }
+
+  /**
+   * The engine's true backlog, for the replay's `oracle` reference policy only (a router never
+   * sees it): prompt tokens still to prefill after the step under way (running requests' rest,
+   * waiting requests' prompts net of what the cache holds for them now), decoding requests and
+   * their context in tokens, and the end of the step under way (-1: idle).
+   */
+  backlog(): EngineBacklog {
+    let prefillTokens = 0;
+    let decoders = 0;
+    let contextTokens = 0;
+    for (const r of this.#running) {
+      const left = r.req.inputTokens - r.computed;
+      // The chunk of the step under way is done at its end (stepEndMs covers it).
+      if (left > 0) prefillTokens += left - r.chunk;
+      else {
+        decoders++;
+        contextTokens += r.req.inputTokens + r.generated;
+      }
+    }
+    for (let i = this.#waitHead; i < this.#waiting.length; i++) {
+      const q = this.#waiting[i]!;
+      const hit = this.#caching ? this.kv.match(q.seq, q.blocks) : 0;
+      prefillTokens += Math.max(1, q.inputTokens - hit * this.#blockSize);
+    }
+    return { prefillTokens, decoders, contextTokens, stepEndMs: this.#stepEnd };
   }
 
   /** Queues a request. */

@@ -57,6 +57,14 @@ export interface TimedSimOptions {
   kvConfig?: KvPolicyConfig;
   /** Time buckets of the per-engine load series (default 24). */
   buckets?: number;
+  /**
+   * Order in which requests that arrive at the same instant reach the policy and the engines:
+   * `arrival` (default: the trace's order) or `longest-first` (longest prompt first, then the
+   * trace's order). Not a cost: a router that collects simultaneous requests before routing
+   * them (the trace's bursts share one timestamp); an experiment of issue 39
+   * (docs/replay-timed.md).
+   */
+  burstOrder?: 'arrival' | 'longest-first';
 }
 
 /** Per-request results, indexed like the input (NaN where it never happened). */
@@ -159,6 +167,8 @@ export function runTimedSim(requests: readonly TraceRequest[], options: TimedSim
   if (!(speed > 0 && Number.isFinite(speed))) invalid(`speed: expected a positive number, got ${String(speed)}`);
   if (!(eventDelay >= 0 && Number.isFinite(eventDelay))) invalid(`eventDelayMs: expected a number >= 0, got ${String(eventDelay)}`);
   if (!(scrapeMs > 0 && Number.isFinite(scrapeMs))) invalid(`scrapeMs: expected a positive number, got ${String(scrapeMs)}`);
+  const burstOrder = options.burstOrder ?? 'arrival';
+  if (burstOrder !== 'arrival' && burstOrder !== 'longest-first') invalid(`burstOrder: expected 'arrival' or 'longest-first', got ${String(burstOrder)}`);
 
   const sim = new ClusterSim({ workers, cacheBlocks: kvBlocks, blockSize, seed, ...(options.subBlocks === undefined ? {} : { subBlocks: options.subBlocks }) });
   const workerIds = sim.config.workerIds;
@@ -195,6 +205,12 @@ export function runTimedSim(requests: readonly TraceRequest[], options: TimedSim
     prefillTokensPerMs: params.tokenBudget / prefillMs(params, params.tokenBudget),
     profile: engineProfile(params, kvBlocks),
     metrics: (w) => scraped[w]!,
+    oracle: {
+      params,
+      kvBlocks,
+      backlog: (w) => engines[w]!.backlog(),
+      cachedBlocks: (w, s, b) => engines[w]!.kv.match(s, b),
+    },
   }, options.kvConfig ?? {});
 
   const res: TimedRequests = {
@@ -246,7 +262,12 @@ export function runTimedSim(requests: readonly TraceRequest[], options: TimedSim
     queue.push(end, STEP_END, w);
   };
 
-  for (let i = 0; i < n; i++) queue.push(arrival[i]!, ARRIVAL, i);
+  // Equal times pop in push order (event-queue.ts), so the push order is the burst order.
+  const order = Array.from({ length: n }, (_, i) => i);
+  if (burstOrder === 'longest-first') {
+    order.sort((a, b) => arrival[a]! - arrival[b]! || prepared.engine[b]!.inputTokens - prepared.engine[a]!.inputTokens || a - b);
+  }
+  for (const i of order) queue.push(arrival[i]!, ARRIVAL, i);
   while (queue.size > 0) {
     now = queue.topTime();
     const kind = queue.topKind();

@@ -3,6 +3,7 @@ import { kvRouterPolicy, type KvPolicyConfig } from './kv-router.js';
 import { DYNAMO_ROUTING, KVINDEX_ROUTING, KV_TIME_ROUTING } from './kv-config.js';
 import { leastLoadedPolicy } from './least-loaded.js';
 import { llmdPolicy } from './llm-d.js';
+import { oraclePolicy } from './oracle.js';
 import type { PolicyContext, PolicyName, RoutingPolicy } from './policy.js';
 import { randomPolicy } from './random.js';
 import { roundRobinPolicy } from './round-robin.js';
@@ -32,5 +33,7 @@ export function createPolicy(name: PolicyName, ctx: PolicyContext, kvConfig: KvP
       return sglangPolicy(ctx);
     case 'llm-d':
       return llmdPolicy(ctx);
+    case 'oracle':
+      return oraclePolicy(ctx);
   }
 }

@@ -7,15 +7,22 @@
  */
 import type { TimeCost } from '../../router/select-worker.js';
 import type { RadixTree } from '../../tree/radix-tree.js';
+import type { EngineBacklog } from '../engine-model.js';
+import type { EngineParams } from '../engine-params.js';
 
-/** The policies `kvindex replay --policy` knows. */
+/** The routing policies `kvindex replay --policy` compares (`--policy all`). */
 export const POLICY_NAMES = ['kv', 'dynamo', 'kv-time', 'round-robin', 'random', 'least-loaded', 'sglang', 'llm-d'] as const;
+/**
+ * Reference policies, by name only (never in `all`): `oracle` reads the engines' true state,
+ * which no router sees (policies/oracle.ts), to measure what information would be worth.
+ */
+export const REFERENCE_POLICY_NAMES = ['oracle'] as const;
 /** A policy's name. */
-export type PolicyName = (typeof POLICY_NAMES)[number];
+export type PolicyName = (typeof POLICY_NAMES)[number] | (typeof REFERENCE_POLICY_NAMES)[number];
 
-/** Whether `name` is a policy name. */
+/** Whether `name` is a policy name (a routing policy or a reference). */
 export function isPolicyName(name: string): name is PolicyName {
-  return (POLICY_NAMES as readonly string[]).includes(name);
+  return (POLICY_NAMES as readonly string[]).includes(name) || (REFERENCE_POLICY_NAMES as readonly string[]).includes(name);
 }
 
 /** A request as the router receives it. */
@@ -61,6 +68,20 @@ export interface PolicyContext {
   profile: TimeCost;
   /** The last scrape of engine `w`'s metrics. */
   metrics: (w: number) => ScrapedMetrics;
+  /** The engines' true state: read by the `oracle` reference policy only, never by a router. */
+  oracle: OracleView;
+}
+
+/** What the `oracle` reference policy reads of the engines (policies/oracle.ts). */
+export interface OracleView {
+  /** The engines' parameters. */
+  params: EngineParams;
+  /** KV pool per engine, blocks. */
+  kvBlocks: number;
+  /** Engine `w`'s backlog now. */
+  backlog: (w: number) => EngineBacklog;
+  /** Leading blocks of a prompt (sequence hashes as (lo, hi) words, `blocks` of them) in engine `w`'s cache now. */
+  cachedBlocks: (w: number, seq: Uint32Array, blocks: number) => number;
 }
 
 /** A routing policy: picks an engine per request and hears the request's first token and end. */
