@@ -18,17 +18,10 @@ import { readScores } from '../src/gateway/remote-index.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { ServeProcess } from './support/serve-process.js';
 import { VllmPublisher, zmqAvailable } from './support/vllm-publisher.js';
+import { freePort as closedPort } from './support/nats-server.js';
 
 const BS = 4;
 const U64_MAX = 18446744073709551615n;
-
-async function closedPort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 async function until(what: string, check: () => Promise<boolean>, ms = 10_000): Promise<void> {
   const end = performance.now() + ms;

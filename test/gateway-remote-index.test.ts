@@ -19,20 +19,12 @@ import { readIndexArgs } from '../src/cli/gateway-index.js';
 import { FakeEngine } from './support/fake-engine.js';
 import { ServeProcess } from './support/serve-process.js';
 import { VllmPublisher, zmqAvailable } from './support/vllm-publisher.js';
+import { freePort as closedPort } from './support/nats-server.js';
 
 const BS = 4;
 const U64_MAX = 18446744073709551615n;
 const IDS = [1n, 2n, U64_MAX];
 const range = (from: number, n: number): number[] => Array.from({ length: n }, (_, i) => from + i);
-
-/** A free loopback port with nothing listening on it. */
-async function closedPort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 const request = (prompt: number[]) => readOpenAiRequest(Endpoint.Completions, Buffer.from(JSON.stringify({ model: 'm', prompt, max_tokens: 1 })));
 

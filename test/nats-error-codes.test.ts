@@ -5,7 +5,6 @@
  * printed it twice (`"code":"KVX_NATS_UNREACHABLE","err":"cannot reach NATS ... (KVX_NATS_UNREACHABLE)"`).
  * A library's error keeps its code in the text: nothing else carries it.
  */
-import { createServer } from 'node:net';
 import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ErrorCode } from '../src/errors.js';
@@ -14,21 +13,13 @@ import { NatsError, NatsErrorCode, errorFields, errorReply, reason } from '../sr
 import { kvNames } from '../src/nats/names.js';
 import { KvQueryService, requestFindMatches } from '../src/nats/query.js';
 import { startAdminService } from '../src/nats/admin.js';
-import { NATS_SKIP_MESSAGE, natsServerInstalled, useNatsServer } from './support/nats-server.js';
+import { freePort as closedPort, NATS_SKIP_MESSAGE, natsServerInstalled, useNatsServer } from './support/nats-server.js';
 import { MAIN, ServeProcess } from './support/serve-process.js';
 
 /** How many times `needle` occurs in `text`. */
 const count = (text: string, needle: string): number => text.split(needle).length - 1;
 
 /** A loopback port nothing listens on. */
-async function closedPort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
-
 describe('error texts', () => {
   it('a kvindex error: message alone in the text, code in its own field and reply key', () => {
     const e = new NatsError(NatsErrorCode.Unreachable, 'cannot reach NATS at nats://127.0.0.1:1');

@@ -22,19 +22,11 @@ import { DUMP_BINARY_TYPE, readBinaryDump } from '../src/http/dump-binary.js';
 import { readDump } from '../src/http/dump-read.js';
 import { SnapshotDecodeError } from '../src/errors.js';
 import { EngineIndex } from '../src/zmq/engine-index.js';
+import { freePort as closedPort } from './support/nats-server.js';
 
 const BS = 4;
 const MODEL = 'm';
 const IDS = [18446744073709551557n, 9007199254740993n];
-
-/** A free loopback port with nothing listening on it. */
-async function closedPort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 async function listen(s: Server): Promise<string> {
   await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
