@@ -32,7 +32,6 @@ export function oraclePolicy(ctx: PolicyContext): RoutingPolicy {
   const random = seededRandom(ctx.seed);
   const view = ctx.oracle;
   const p = view.params;
-  const poolTokens = view.kvBlocks * ctx.blockSize;
   return {
     choose: (req) => {
       const now = ctx.now();
@@ -46,7 +45,10 @@ export function oraclePolicy(ctx: PolicyContext): RoutingPolicy {
         const own = Math.max(1, req.tokens - view.cachedBlocks(w, words, seq.length) * ctx.blockSize);
         const tokens = b.prefillTokens + own;
         const steps = Math.ceil(tokens / p.tokenBudget);
-        const ms = Math.max(0, b.stepEndMs - now) + budgetStepsMs(p, tokens) + steps * decodeMs(p, b.decoders, b.contextTokens / poolTokens);
+        // Every prefill step carries the decode part of the engine's decoders; with none, the
+        // prompt's last step still pays it where the engine times a first token as a decode.
+        const decode = b.decoders > 0 ? steps * decodeMs(p, b.decoders, b.decodeKvFraction) : p.firstTokenDecode === 1 ? decodeMs(p, 1, b.decodeKvFraction) : 0;
+        const ms = Math.max(0, b.stepEndMs - now) + budgetStepsMs(p, tokens) + decode;
         if (ms < bestMs) {
           best = w;
           bestMs = ms;
@@ -57,6 +59,7 @@ export function oraclePolicy(ctx: PolicyContext): RoutingPolicy {
       }
       return best;
     },
+    queuedPrefill: null,
     firstToken: () => undefined,
     finished: () => undefined,
   };
