@@ -7,6 +7,8 @@
  *   P       = the engine's prompt tokens still to prefill + this prompt net of the engine's cache
  *   wait    = the rest of the step under way; prefill(P) = P in full-budget steps (the engine's
  *             prefill polynomial); decode = the decode part of a step with the engine's decoders
+ *             at its u (`EngineBacklog.decodeKvFraction`); with no decoder, one decode part for
+ *             the first token when the engine times it so (`firstTokenDecode`)
  *
  * Ties go to a seeded draw. It answers one question about issue 39's goal: whether the routers'
  * loss to the TTFT lower bound is a lack of information (what they cannot see of the engines)
