@@ -78,7 +78,10 @@ describe('timed replay', () => {
     const n = trace.length - 1;
     expect(half.requests.arrivalMs[n]! / full.requests.arrivalMs[n]!).toBeCloseTo(2, 9);
     const cap = engineCapacity([{ id: 0, seq: new Uint32Array(0), blocks: 0, inputTokens: 8192, outputTokens: 1 }], resolveEngineParams(), 16384, 64);
-    expect(cap.makespanMs).toBeCloseTo(4.209989e-7 * 8192 ** 2 + 1.518344e-2 * 8192 + 16.50142, 6);
+    // One step: the 8,192-token prefill, then the decode part that samples its first token, at
+    // u = its 128 blocks of the 16,384-block pool (the mocker's pass, engine-params.ts).
+    const u = 128 / 16384;
+    expect(cap.makespanMs).toBeCloseTo(4.209989e-7 * 8192 ** 2 + 1.518344e-2 * 8192 + 16.50142 + (-25.74 * u * u + 54.01 * u + 5.74), 6);
   });
 
   it('--speed divides the trace timestamps', () => {

@@ -31,7 +31,8 @@ docs/replay-timed.md):
   --load X            rescale arrivals so the offered work is X times the fleet's capacity
                       (selects the timed replay; default: the trace's times, / --speed)
   --sweep X,Y,...     run each load in turn (selects the timed replay)
-  --engine NAME       engine parameter set: dynamo-mocker (default), small-budget
+  --engine NAME       engine parameter set: dynamo-mocker (default), dynamo-mocker-decoders,
+                      small-budget
   --engine-param K=V  override one engine parameter (repeatable), e.g. tokenBudget=4096
   --engine-file FILE  engine parameter overrides as a JSON object
   --event-delay MS    delay of the engines' KV events to the router (default 20)

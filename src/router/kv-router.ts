@@ -302,6 +302,18 @@ export class KvRouter {
     return Math.max(0, v.left - this.#rate * (this.#clock() - v.at));
   }
 
+  /**
+   * The prefill tokens this router counts as queued on (worker, rank) now: what its selector
+   * reads as the candidate's prefill load (with `prefillTokensPerMs`, the virtual queue drained
+   * at that speed, never above Dynamo's count of prompts before their first token). A router
+   * that holds requests (a router-side queue) reads it to decide when to dispatch.
+   */
+  queuedPrefillTokens(workerId: bigint, dpRank = 0): number {
+    this.#sequences.expireDue();
+    const active = this.#sequences.load(workerId, dpRank).activePrefillTokens;
+    return this.#rate > 0 ? Math.min(active, this.#virtualLeft(workerId, dpRank)) : active;
+  }
+
   /** The request's first token arrived: its prefill no longer loads the worker. False if unknown. */
   markPrefillCompleted(requestId: string): boolean {
     return this.#sequences.markPrefillCompleted(requestId);

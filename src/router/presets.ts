@@ -26,7 +26,10 @@
  * tuning slices its TTFT p99 was within 2 % of `kv` (synthetic 1,370 vs 1,366 ms, conversation
  * 2,170 vs 2,211; bonus 0 / 4.4 / 10 / 30 ms), on six held-out slices -0.3..+4.7 % (mean 1.1 %)
  * better, with throughput 0.3-0.6 % below `dynamo`'s on four slices of eight: not adopted
- * (BENCHMARKS.md, "Routing policies in time").
+ * (BENCHMARKS.md, "Routing policies in time"). These numbers were measured with the replay
+ * engine's earlier step rule (set `dynamo-mocker-decoders`); with the mocker's rule (the
+ * default since docs/replay-timed.md's fourth round) `kv` gains 6.0 / 17.3 % over `dynamo` at
+ * p99 on the tuning slices and 4.8-17.3 % held out, unretuned.
  */
 import type { SelectorConfig, TimeCost } from './select-worker.js';
 

@@ -84,6 +84,8 @@ export interface EngineBacklog {
   contextTokens: number;
   /** End of the step under way, ms; -1 when idle. */
   stepEndMs: number;
+  /** The u of the decode polynomial for a step starting now (engine-params.ts: `decodeKvActive`). */
+  decodeKvFraction: number;
 }
 
 /** Engine options beside its parameters. */
@@ -165,7 +167,23 @@ export class EngineModel {
       const hit = this.#caching ? this.kv.match(q.seq, q.blocks) : 0;
       prefillTokens += Math.max(1, q.inputTokens - hit * this.#blockSize);
     }
-    return { prefillTokens, decoders, contextTokens, stepEndMs: this.#stepEnd };
+    const decodeKvFraction = this.params.decodeKvActive === 1 ? this.#activeBlocks() / this.kv.capacity : contextTokens / (this.kv.capacity * this.#blockSize);
+    return { prefillTokens, decoders, contextTokens, stepEndMs: this.#stepEnd, decodeKvFraction };
+  }
+
+  /**
+   * Blocks the running requests hold as Dynamo's mocker counts them (`num_active_blocks`): the
+   * pool's pinned and private blocks less the output room reserved ahead and not yet written
+   * (this engine reserves a request's whole output at admission; the mocker's vLLM scheduler
+   * allocates a block when a token needs it). A prompt counts whole from admission.
+   */
+  #activeBlocks(): number {
+    const bs = this.#blockSize;
+    let ahead = 0;
+    for (const r of this.#running) {
+      ahead += Math.max(0, r.pinned + r.privateBlocks - Math.ceil((r.req.inputTokens + r.generated) / bs));
+    }
+    return Math.max(0, this.kv.busy - ahead);
   }
 
   /** Queues a request. */
@@ -187,11 +205,14 @@ export class EngineModel {
     let prefill = 0;
     let decoders = 0;
     let context = 0;
+    // Prompts whose prefill completes in this step: they sample their first token at its end.
+    let completing = 0;
     for (const r of this.#running) {
       const left = r.req.inputTokens - r.computed;
       if (left > 0) {
         r.chunk = Math.min(left, budget);
         prefill += r.chunk;
+        if (r.chunk === left) completing++;
       } else {
         r.chunk = budget > 0 ? 1 : 0;
         if (r.chunk === 1) {
@@ -218,6 +239,7 @@ export class EngineModel {
       const computed = Math.min(hit * bs, req.inputTokens - 1);
       const r: Running = { req, slots, pinned: hit, hit, privateBlocks: total - hit, computed, generated: 0, chunk: 0 };
       r.chunk = Math.min(req.inputTokens - computed, budget);
+      if (r.chunk === req.inputTokens - computed) completing++;
       budget -= r.chunk;
       prefill += r.chunk;
       this.#running.push(r);
@@ -230,7 +252,11 @@ export class EngineModel {
     if (prefill === 0 && decoders === 0) return -1;
     this.#prefill = prefill;
     this.#decoders = decoders;
-    this.#stepEnd = nowMs + stepMs(p, prefill, decoders, context / (this.kv.capacity * bs));
+    // The mocker times every ready request's token after the prefill, a first token included
+    // (engine-params.ts), and reads u from the blocks all running requests hold.
+    const ready = decoders + (p.firstTokenDecode === 1 ? completing : 0);
+    const u = p.decodeKvActive === 1 ? this.#activeBlocks() / this.kv.capacity : context / (this.kv.capacity * bs);
+    this.#stepEnd = nowMs + stepMs(p, prefill, ready, u);
     return this.#stepEnd;
   }
 

@@ -65,6 +65,29 @@ export interface TimedSimOptions {
    * (docs/replay-timed.md).
    */
   burstOrder?: 'arrival' | 'longest-first';
+  /**
+   * A router-side queue with late binding (default null: every request is routed on arrival).
+   * The router holds arriving requests in one FIFO and dispatches its head only while some
+   * engine's queued prefill, as the policy's router counts it (`RoutingPolicy.queuedPrefill`:
+   * `kv`'s virtual queue), is under `thresholdTokens`; the engine is chosen at dispatch time,
+   * among all engines (`restrict` false, Dynamo's `--router-queue-threshold`: hold while every
+   * worker is over it) or among those under the threshold only (`restrict` true). Held
+   * requests are retried when a first token reaches the router and every `tickMs` (default
+   * 5). TTFT still counts from the arrival at the router. Only for policies with a
+   * `queuedPrefill` view (`kv`, `dynamo`, `kv-time`); an experiment of issue 39
+   * (docs/replay-timed.md).
+   */
+  routerQueue?: RouterQueueOptions | null;
+}
+
+/** `TimedSimOptions.routerQueue`. */
+export interface RouterQueueOptions {
+  /** Dispatch while some engine's queued prefill is under this many tokens. */
+  thresholdTokens: number;
+  /** Choose only among the engines under the threshold (default false: among all). */
+  restrict?: boolean;
+  /** Retry period while requests are held, ms of simulated time (default 5). */
+  tickMs?: number;
 }
 
 /** Per-request results, indexed like the input (NaN where it never happened). */
@@ -106,6 +129,7 @@ export interface TimedResult {
 const ARRIVAL = 0;
 const STEP_END = 1;
 const DELIVERY = 2;
+const TICK = 3;
 
 const invalid = (message: string): never => {
   throw new KvIndexError(ErrorCode.InvalidOption, message);
@@ -169,6 +193,12 @@ export function runTimedSim(requests: readonly TraceRequest[], options: TimedSim
   if (!(scrapeMs > 0 && Number.isFinite(scrapeMs))) invalid(`scrapeMs: expected a positive number, got ${String(scrapeMs)}`);
   const burstOrder = options.burstOrder ?? 'arrival';
   if (burstOrder !== 'arrival' && burstOrder !== 'longest-first') invalid(`burstOrder: expected 'arrival' or 'longest-first', got ${String(burstOrder)}`);
+  const rq = options.routerQueue ?? null;
+  const rqTick = rq?.tickMs ?? 5;
+  if (rq !== null) {
+    if (!(rq.thresholdTokens >= 0 && Number.isFinite(rq.thresholdTokens))) invalid(`routerQueue.thresholdTokens: expected a number >= 0, got ${String(rq.thresholdTokens)}`);
+    if (!(rqTick > 0 && Number.isFinite(rqTick))) invalid(`routerQueue.tickMs: expected a positive number, got ${String(rqTick)}`);
+  }
 
   const sim = new ClusterSim({ workers, cacheBlocks: kvBlocks, blockSize, seed, ...(options.subBlocks === undefined ? {} : { subBlocks: options.subBlocks }) });
   const workerIds = sim.config.workerIds;
@@ -212,6 +242,9 @@ export function runTimedSim(requests: readonly TraceRequest[], options: TimedSim
       cachedBlocks: (w, s, b) => engines[w]!.kv.match(s, b),
     },
   }, options.kvConfig ?? {});
+
+  const queuedPrefill = policy.queuedPrefill;
+  if (rq !== null && queuedPrefill === null) invalid(`routerQueue: policy '${options.policy}' has no queued-prefill view (use kv, dynamo or kv-time)`);
 
   const res: TimedRequests = {
     arrivalMs: arrival,
@@ -262,6 +295,37 @@ export function runTimedSim(requests: readonly TraceRequest[], options: TimedSim
     queue.push(end, STEP_END, w);
   };
 
+  const route = (arg: number, allowed?: readonly number[]): void => {
+    const r = prepared.engine[arg]!;
+    const w = policy.choose({ id: `r${arg}`, local: prepared.local[arg]!, tokens: r.inputTokens, outputTokens: r.outputTokens }, allowed);
+    if (!(Number.isInteger(w) && w >= 0 && w < workers)) throw new Error(`internal: policy ${options.policy} chose engine ${String(w)}`);
+    if (allowed !== undefined && !allowed.includes(w)) throw new Error(`internal: policy ${options.policy} chose engine ${w} outside ${allowed.join(',')}`);
+    res.worker[arg] = w;
+    engines[w]!.enqueue(r);
+    if (!engines[w]!.busy) startStep(w);
+  };
+  // The router-side queue (`routerQueue`): held request indexes, FIFO, and whether a retry tick is queued.
+  const held: number[] = [];
+  let heldHead = 0;
+  let tickQueued = false;
+  const under: number[] = [];
+  const dispatchHeld = (): void => {
+    while (heldHead < held.length) {
+      under.length = 0;
+      for (let w = 0; w < workers; w++) if (queuedPrefill!(w) < rq!.thresholdTokens) under.push(w);
+      if (under.length === 0) {
+        if (!tickQueued) {
+          queue.push(now + rqTick, TICK, 0);
+          tickQueued = true;
+        }
+        return;
+      }
+      route(held[heldHead++]!, rq!.restrict === true ? under : undefined);
+    }
+    held.length = 0;
+    heldHead = 0;
+  };
+
   // Equal times pop in push order (event-queue.ts), so the push order is the burst order.
   const order = Array.from({ length: n }, (_, i) => i);
   if (burstOrder === 'longest-first') {
@@ -283,12 +347,11 @@ export function runTimedSim(requests: readonly TraceRequest[], options: TimedSim
         });
         nextScrape = now - (now % scrapeMs) + scrapeMs;
       }
-      const r = prepared.engine[arg]!;
-      const w = policy.choose({ id: `r${arg}`, local: prepared.local[arg]!, tokens: r.inputTokens, outputTokens: r.outputTokens });
-      if (!(Number.isInteger(w) && w >= 0 && w < workers)) throw new Error(`internal: policy ${options.policy} chose engine ${String(w)}`);
-      res.worker[arg] = w;
-      engines[w]!.enqueue(r);
-      if (!engines[w]!.busy) startStep(w);
+      if (rq === null) route(arg);
+      else {
+        held.push(arg);
+        dispatchHeld();
+      }
     } else if (kind === STEP_END) {
       const e = engines[arg]!;
       const out = e.end();
@@ -314,6 +377,10 @@ export function runTimedSim(requests: readonly TraceRequest[], options: TimedSim
         policy.finished(`r${id}`);
       }
       startStep(arg);
+      if (rq !== null && out.firstTokens.length > 0) dispatchHeld();
+    } else if (kind === TICK) {
+      tickQueued = false;
+      dispatchHeld();
     } else {
       for (const event of deliveries[arg]!) {
         index.applyEvent(event);

@@ -16,19 +16,22 @@ export type KvPolicyConfig = Omit<KvRouterOptions, 'indexer' | 'blockSize' | 'wo
 export function kvRouterPolicy(ctx: PolicyContext, config: KvPolicyConfig): RoutingPolicy {
   const slot = new Map<bigint, number>();
   ctx.workerIds.forEach((id, i) => slot.set(id, i));
+  const workers = ctx.workerIds.map((workerId) => ({ workerId, dpRank: 0 }));
   const router = new KvRouter({
     ...config,
     indexer: ctx.index,
     blockSize: ctx.blockSize,
-    workers: ctx.workerIds.map((workerId) => ({ workerId, dpRank: 0 })),
+    workers,
     random: seededRandom(ctx.seed),
     now: ctx.now,
   });
   return {
-    choose: (req) => {
-      const d = router.routeBlocks(req.local, req.tokens, { requestId: req.id, expectedOutputTokens: req.outputTokens });
+    choose: (req, allowed) => {
+      const options = { requestId: req.id, expectedOutputTokens: req.outputTokens };
+      const d = allowed === undefined ? router.routeBlocks(req.local, req.tokens, options) : router.routeBlocks(req.local, req.tokens, { ...options, candidates: allowed.map((w) => workers[w]!) });
       return slot.get(d.workerId)!;
     },
+    queuedPrefill: (w) => router.queuedPrefillTokens(ctx.workerIds[w]!),
     firstToken: (id) => {
       router.markPrefillCompleted(id);
     },

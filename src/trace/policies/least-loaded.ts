@@ -14,6 +14,7 @@ export function leastLoadedPolicy(ctx: PolicyContext): RoutingPolicy {
       inFlight.add(req.id, w);
       return w;
     },
+    queuedPrefill: null,
     firstToken: () => undefined,
     finished: (id) => inFlight.remove(id),
   };

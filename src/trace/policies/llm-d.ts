@@ -50,6 +50,7 @@ export function llmdPolicy(ctx: PolicyContext, weights: { prefix: number; queue:
       }
       return argMin(n, (i) => -score[i]!, random);
     },
+    queuedPrefill: null,
     firstToken: () => undefined,
     finished: () => undefined,
   };

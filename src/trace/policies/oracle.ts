@@ -7,6 +7,8 @@
  *   P       = the engine's prompt tokens still to prefill + this prompt net of the engine's cache
  *   wait    = the rest of the step under way; prefill(P) = P in full-budget steps (the engine's
  *             prefill polynomial); decode = the decode part of a step with the engine's decoders
+ *             at its u (`EngineBacklog.decodeKvFraction`); with no decoder, one decode part for
+ *             the first token when the engine times it so (`firstTokenDecode`)
  *
  * Ties go to a seeded draw. It answers one question about issue 39's goal: whether the routers'
  * loss to the TTFT lower bound is a lack of information (what they cannot see of the engines)
@@ -32,7 +34,6 @@ export function oraclePolicy(ctx: PolicyContext): RoutingPolicy {
   const random = seededRandom(ctx.seed);
   const view = ctx.oracle;
   const p = view.params;
-  const poolTokens = view.kvBlocks * ctx.blockSize;
   return {
     choose: (req) => {
       const now = ctx.now();
@@ -46,7 +47,10 @@ export function oraclePolicy(ctx: PolicyContext): RoutingPolicy {
         const own = Math.max(1, req.tokens - view.cachedBlocks(w, words, seq.length) * ctx.blockSize);
         const tokens = b.prefillTokens + own;
         const steps = Math.ceil(tokens / p.tokenBudget);
-        const ms = Math.max(0, b.stepEndMs - now) + budgetStepsMs(p, tokens) + steps * decodeMs(p, b.decoders, b.contextTokens / poolTokens);
+        // Every prefill step carries the decode part of the engine's decoders; with none, the
+        // prompt's last step still pays it where the engine times a first token as a decode.
+        const decode = b.decoders > 0 ? steps * decodeMs(p, b.decoders, b.decodeKvFraction) : p.firstTokenDecode === 1 ? decodeMs(p, 1, b.decodeKvFraction) : 0;
+        const ms = Math.max(0, b.stepEndMs - now) + budgetStepsMs(p, tokens) + decode;
         if (ms < bestMs) {
           best = w;
           bestMs = ms;
@@ -57,6 +61,7 @@ export function oraclePolicy(ctx: PolicyContext): RoutingPolicy {
       }
       return best;
     },
+    queuedPrefill: null,
     firstToken: () => undefined,
     finished: () => undefined,
   };

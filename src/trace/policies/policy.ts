@@ -86,8 +86,17 @@ export interface OracleView {
 
 /** A routing policy: picks an engine per request and hears the request's first token and end. */
 export interface RoutingPolicy {
-  /** The engine index for `request`. */
-  choose(request: PolicyRequest): number;
+  /**
+   * The engine index for `request`, among `allowed` engine indexes when given (a router-side
+   * queue's dispatch: timed-sim.ts `routerQueue`; only policies with `queuedPrefill` get it).
+   */
+  choose(request: PolicyRequest, allowed?: readonly number[]): number;
+  /**
+   * Prefill tokens the policy's router counts as queued on engine `w` now (its own in-flight
+   * view, never the engine's): what a router-side queue dispatches on. Null for policies
+   * without such a view.
+   */
+  readonly queuedPrefill: ((w: number) => number) | null;
   /** The request's first token reached the router. */
   firstToken(id: string): void;
   /** The request's last token reached the router. */

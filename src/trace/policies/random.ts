@@ -8,6 +8,7 @@ export function randomPolicy(ctx: PolicyContext): RoutingPolicy {
   const random = seededRandom(ctx.seed);
   return {
     choose: () => Math.min(n - 1, Math.floor(random() * n)),
+    queuedPrefill: null,
     firstToken: () => undefined,
     finished: () => undefined,
   };

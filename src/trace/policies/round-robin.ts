@@ -11,6 +11,7 @@ export function roundRobinPolicy(ctx: PolicyContext): RoutingPolicy {
       next = (next + 1) % n;
       return w;
     },
+    queuedPrefill: null,
     firstToken: () => undefined,
     finished: () => undefined,
   };

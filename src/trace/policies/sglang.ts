@@ -53,6 +53,7 @@ export function sglangPolicy(ctx: PolicyContext, config: { cacheThreshold: numbe
       inFlight.add(req.id, w);
       return w;
     },
+    queuedPrefill: null,
     firstToken: () => undefined,
     finished: (id) => inFlight.remove(id),
   };
