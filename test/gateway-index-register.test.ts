@@ -128,7 +128,9 @@ describe.skipIf(!(await zmqAvailable()))('kvindex gateway --index --engines regi
     const b = new ServeProcess(['--http', `127.0.0.1:${portB}`]);
     procs.push(b);
     await b.waitFor('kvindex serve ready');
-    await until('replica B lists the engine', () => listed(urlB));
+    // Within the gateway's longest back-off (10 s) plus margin: the retries doubled from 200 ms
+    // while B was down, and a B slow to start on a loaded host can meet a 10 s gap.
+    await until('replica B lists the engine', () => listed(urlB), 25_000);
 
     // Both replicas are subscribed: the publisher's blocks are scored by both (published again
     // until both have them: a subscriber joining misses the first messages).

@@ -127,8 +127,10 @@ describe.skipIf(!(await zmqAvailable()))('kvindex gateway routing', () => {
     const rank1 = await VllmPublisher.start({ rank: 1 });
     try {
       await fleet.gateway.register({ instanceId: 1n, endpoint: rank1.endpoint, modelName: 'm', blockSize: 4, tenantId: 'default', dpRank: 1, replayEndpoint: null, url: e.url });
+      // Both ranks are idle, so ties break at random: 64 fresh prompts all on one rank has
+      // probability 2 * 2^-64 (16 left 2^-15 = 3e-5 per run).
       const ranks = new Set<string>();
-      for (let i = 0; i < 16 && ranks.size < 2; i++) {
+      for (let i = 0; i < 64 && ranks.size < 2; i++) {
         const a = await fleet.send('/v1/completions', { model: 'm', prompt: range(40_000 + i * 100, 8), max_tokens: 1 });
         expect(a.worker).toBe('1');
         expect(e.seen.at(-1)!.headers['x-data-parallel-rank']).toBe(a.dpRank);

@@ -11,6 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { EngineRegistry } from '../src/http/engine-registry.js';
 import { registerIndexerRoutes } from '../src/http/indexer-routes.js';
 import { parseJsonLossless, type JsonObject } from '../src/protocol/json-value.js';
+import { SourceState } from '../src/zmq/source.js';
 import { closedEndpoint, until, VllmPublisher, zmqAvailable } from './support/vllm-publisher.js';
 
 const BS = 4;
@@ -96,7 +97,10 @@ describe.skipIf(!(await zmqAvailable()))('engine registrations over their life',
     const source = registry.listeners()[0]!.source;
     await until(() => source.stats().gaps === 1, 15_000, 'the gap');
     const leaving = post(url, '/unregister', `{"instance_id":${W},"model_name":"m"}`);
-    await new Promise((r) => setTimeout(r, 100));
+    // The unregister is under way once it closed the old source (the same synchronous turn
+    // marks the key as leaving): polled, where a fixed 100 ms let the registration below race
+    // ahead of the request on a loaded host.
+    await until(() => source.state === SourceState.Closed, 15_000, 'the unregister to close the old source');
     const fresh = await publisher();
     // Accepted while the old source still replayed, its blocks were then wiped by the old one;
     // then it got 409 and had to retry. It waits for the unregister now.

@@ -14,6 +14,7 @@ import { createMatchResult } from '../src/tree/match-result.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { sortedScores } from './support/compare.js';
 import { prefixClosedEvents } from './support/prefix-closed-gen.js';
+import { until } from './support/poll.js';
 
 let open: ShardedIndexer[] = [];
 afterEach(async () => {
@@ -74,15 +75,15 @@ describe('keep-warm', () => {
     ix.applyEvents(events);
     await ix.flush();
     expect(ix.idle).toBe(true);
-    await sleep(60);
-    const idlePrimes = ix.keepWarmPrimes;
-    expect(idlePrimes).toBeGreaterThan(0);
+    // Polled, not a fixed 60 ms: ticks of 1 ms fire late on a loaded host (a stalled process
+    // gets one tick per wake-up, and the first tick only notes the lookup count).
+    await until('a prime while idle', () => ix.keepWarmPrimes > 0);
 
     // Lookups at every turn of the event loop: each tick follows a lookup.
     const before = ix.keepWarmPrimes;
-    const until = performance.now() + 40;
+    const stopAt = performance.now() + 40;
     let k = 0;
-    while (performance.now() < until) {
+    while (performance.now() < stopAt) {
       await ix.findMatches(docs[k++ % docs.length]!);
       await new Promise((r) => setImmediate(r));
     }
@@ -106,8 +107,7 @@ describe('keep-warm', () => {
     await sleep(30);
     expect(ix.keepWarmPrimes).toBe(stuck);
     expect(sortedScores(await ix.findMatches(docs[0]!))).toEqual(sortedScores(await ix.findMatches(docs[0]!)));
-    await sleep(60);
-    expect(ix.keepWarmPrimes).toBeGreaterThan(stuck);
+    await until('a prime after the good lookup', () => ix.keepWarmPrimes > stuck);
   });
 
   it('disarms after its linger without a lookup, without priming then, and a wake re-arms it', () => {
@@ -162,8 +162,8 @@ describe('keep-warm', () => {
     const off = await indexer(1, 0);
     const trail = await ShardedIndexer.create({ shards: 1, blockSize: 16, expirationMs: 1000 });
     open.push(trail);
-    await sleep(30);
-    expect(on.keepWarmPrimes).toBeGreaterThan(0);
+    await until('a prime with the default keepWarmMs', () => on.keepWarmPrimes > 0);
+    await sleep(30); // ticks the other two would have had, were they on
     expect(off.keepWarmPrimes).toBe(0);
     expect(trail.keepWarmPrimes).toBe(0);
   });
@@ -187,8 +187,7 @@ describe('keep-warm', () => {
     await sleep(100);
     expect(ix.keepWarmPrimes).toBe(lingered); // the timer stopped
     ix.findMatchesInto(docs[1]!, createMatchResult());
-    await sleep(50);
-    expect(ix.keepWarmPrimes).toBeGreaterThan(lingered);
+    await until('a prime after the waking lookup', () => ix.keepWarmPrimes > lingered);
   });
 
   it('is not idle while events wait to reach a shard, so no prime posts them early', async () => {
@@ -215,7 +214,10 @@ describe('keep-warm', () => {
       ix.applyEvents(part);
       for (const e of part) ref.applyEvent(e);
       await ix.flush();
-      await sleep(5); // ticks that prime
+      // A prime between these events and the lookups below, polled (a fixed 5 ms sleep could see
+      // none on a loaded host, and the final count alone did not say it came in between).
+      const primed = ix.keepWarmPrimes;
+      await until('a prime between events', () => ix.keepWarmPrimes > primed);
       for (const d of docs) expect(sortedScores(await ix.findMatches(d))).toEqual(sortedScores(ref.findMatches(d)));
     }
     expect(ix.keepWarmPrimes).toBeGreaterThan(0);

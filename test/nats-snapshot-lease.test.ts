@@ -23,6 +23,13 @@ afterEach(async () => {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * The leases of these tests: each test checks a lease is still held a few NATS round trips
+ * after it was taken, so a stall as long as the lease (of this process or of nats-server)
+ * fails it. 3 s, not the 1 s minimum, for a loaded 2-core host; it costs 2 s per expiry waited for.
+ */
+const LEASE_MS = 3_000;
+
 /** Retries `check` every 100 ms until it holds (a liveness bound, not a speed check). */
 async function until(check: () => Promise<boolean>, ms = 15_000): Promise<void> {
   const end = Date.now() + ms;
@@ -55,11 +62,11 @@ describe.skipIf(!installed)('snapshot lease', () => {
 
   it('a lease left by a dead router defers snapshots until it expires; a snapshot gives its own lease back', async () => {
     const names = kvNames('lease-dead', 'c');
-    const { sub, last } = await routerWith('lease-dead', 1_000, 20);
+    const { sub, last } = await routerWith('lease-dead', LEASE_MS, 20);
     const jsm = await env.nc.jetstreamManager();
 
     // A router that took the lease and died: its key stays until the bucket's max age.
-    const dead = await env.nc.jetstream().views.kv(names.leaseBucket, { ttl: 1_000, history: 1 });
+    const dead = await env.nc.jetstream().views.kv(names.leaseBucket, { ttl: LEASE_MS, history: 1 });
     await dead.create('snapshot', new TextEncoder().encode('a router that died'));
     expect(await sub.snapshotNow()).toBeNull();
     expect(sub.stats()).toMatchObject({ snapshots: 0, snapshotsDeferred: 1 });
@@ -69,7 +76,7 @@ describe.skipIf(!installed)('snapshot lease', () => {
     await until(async () => (await dead.get('snapshot')) === null);
     expect(await sub.snapshotNow()).toMatchObject({ streamSeq: last, uploaded: true, purgedThrough: last });
     // And gave its lease back: another router can take it at once.
-    const next = new SnapshotLease(env.nc.jetstream(), names.leaseBucket, 1_000, 'another router', null);
+    const next = new SnapshotLease(env.nc.jetstream(), names.leaseBucket, LEASE_MS, 'another router', null);
     const grant = await next.acquire();
     expect(grant).toMatchObject({ revision: expect.any(Number) });
     await next.release(grant);
@@ -78,8 +85,8 @@ describe.skipIf(!installed)('snapshot lease', () => {
   it('a release after the lease expired leaves the lease another router took meanwhile', async () => {
     const bucket = kvNames('lease-expired', 'c').leaseBucket;
     const js = env.nc.jetstream();
-    const slow = new SnapshotLease(js, bucket, 1_000, 'slow router', null);
-    const other = new SnapshotLease(js, bucket, 1_000, 'other router', null);
+    const slow = new SnapshotLease(js, bucket, LEASE_MS, 'slow router', null);
+    const other = new SnapshotLease(js, bucket, LEASE_MS, 'other router', null);
     const first = await slow.acquire();
     expect(first).toMatchObject({ revision: expect.any(Number) });
     expect(await other.acquire()).toBe('busy');

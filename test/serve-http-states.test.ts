@@ -44,8 +44,10 @@ describe.skipIf(!existsSync(MAIN) || !(await zmqAvailable()))('kvindex serve --h
     expect(status).toBe(200);
   });
 
-  it('--readmit-after 1: an excluded worker scores again a second after an unreplayable gap', async () => {
-    const { url, proc } = await serve(['--readmit-after', '1']);
+  // 3 s, not 1: the checks that it is out (a /workers and a /query to the child process) must
+  // come before the readmission, and a loaded host can delay them by a second.
+  it('--readmit-after 3: an excluded worker scores again 3 s after an unreplayable gap', async () => {
+    const { url, proc } = await serve(['--readmit-after', '3']);
     const pub = await VllmPublisher.start();
     open.push(pub);
     expect((await register(url, pub.endpoint, await closedEndpoint())).status).toBe(201);
@@ -59,7 +61,7 @@ describe.skipIf(!existsSync(MAIN) || !(await zmqAvailable()))('kvindex serve --h
     const query = async (): Promise<string> => (await post(url, '/query', '{"token_ids":[5,6],"model_name":"m"}')).text();
     expect(await query()).toBe('{"scores":{},"frequencies":[],"tree_sizes":{}}');
     const line = await proc.waitFor('readmitting the worker to scores after an unreplayable gap: blocks it stored before the gap (and stores extending them) stay unscored until the engine stores them again');
-    expect(line).toMatchObject({ model: 'm', tenant: 'default', readmitAfterMs: 1000 });
+    expect(line).toMatchObject({ model: 'm', tenant: 'default', readmitAfterMs: 3000 });
     expect(await query()).toBe(`{"scores":{"${W}":{"0":2}},"frequencies":[],"tree_sizes":{"${W}":{"0":1}}}`);
   });
 

@@ -3,8 +3,9 @@
  * whoever started them (issue 36: about 2 s after the "stopped" line before the fix). Each run
  * holds what kept the process alive: a registered engine with a live ZMQ publisher, one whose
  * endpoint nothing listens on, a keep-alive HTTP connection on both listeners, a NATS
- * connection with its consumer. The bound is a behavioural deadline from the issue (1 s), with
- * margin for a busy 2-core host, not a performance figure.
+ * connection with its consumer. The issue's 1 s is the process's own deadline (800 ms from the
+ * signal, src/cli/shutdown.ts): past it the process exits, logging the step that hung or the
+ * handles left open, so a clean stop is exit 0 with neither line, whatever the host's load.
  */
 import { connect } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -17,8 +18,14 @@ import { closedEndpoint, VllmPublisher, zmqAvailable } from './support/vllm-publ
 import { FreezableProxy } from './support/freezable-proxy.js';
 import { NATS_SKIP_MESSAGE, natsServerInstalled, useNatsServer } from './support/nats-server.js';
 
-/** The issue's 1 s plus margin for a loaded host; the defect measured ~2 s past "stopped". */
-const EXIT_BOUND_MS = 1_500;
+/**
+ * A liveness bound on the wall time from the signal to the exit seen here: signal delivery and
+ * exit on a loaded host, beside the process's own 800 ms deadline (which the forced-exit lines
+ * below check, on the process's clock). Not the issue's 1 s: a bound of 1.5 s failed at 1,541 ms
+ * in 1 of 10 runs beside another copy of this file at load average 10, with a clean stop. It still
+ * tells apart what the deadline exists for: the 30 s connect timeout, a 10 s replay timeout, a hang.
+ */
+const EXIT_BOUND_MS = 8_000;
 
 /** Opens a keep-alive HTTP/1.1 connection that has answered one request and stays open. */
 async function keepAlive(url: string): Promise<() => void> {

@@ -1,17 +1,20 @@
 /**
- * A real `nats-server` (JetStream on) for integration tests: a free loopback port found by
- * binding port 0, a temporary JetStream folder, readiness by reading the server's INFO line,
+ * A real `nats-server` (JetStream on) for integration tests: a free loopback port below the
+ * ephemeral range (free-port.ts), a temporary JetStream folder, readiness by reading the server's INFO line,
  * and `kill()` / `restart()` that keep the port and the folder, so a test can crash the server
  * mid-stream and bring it back with its data. `stop()` kills it and removes the folder.
  */
 
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createConnection, createServer } from 'node:net';
+import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect, type NatsConnection } from 'nats';
 import { afterAll, beforeAll } from 'vitest';
+import { freePort } from './free-port.js';
+
+export { freePort };
 
 /** True when a `nats-server` binary is on PATH (CI installs Debian's package). */
 export function natsServerInstalled(): boolean {
@@ -101,19 +104,6 @@ export class NatsServer {
     await this.kill();
     throw new Error(`nats-server on port ${this.port} did not start:\n${this.log}`);
   }
-}
-
-/** A port that was free a moment ago (bound to 127.0.0.1:0, then released). */
-export function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once('error', rej);
-    s.listen(0, '127.0.0.1', () => {
-      const addr = s.address();
-      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
-      s.close(() => res(port));
-    });
-  });
 }
 
 /** Connects and waits for the server's `INFO` greeting (JetStream is up once it is sent). */

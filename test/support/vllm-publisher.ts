@@ -10,6 +10,7 @@
 
 import * as zmq from 'zeromq';
 import { Encoder } from '@msgpack/msgpack';
+import { freePort } from './free-port.js';
 
 export type HashEncoding = 'uint' | 'int' | 'bytes';
 export type EventEncoding = 'map' | 'array';
@@ -228,13 +229,9 @@ export class VllmPublisher {
   }
 }
 
-/** A loopback endpoint on which nothing listens (bound once, then closed). */
+/** A loopback endpoint on which nothing listens (a port below the ephemeral range: free-port.ts). */
 export async function closedEndpoint(): Promise<string> {
-  const s = new zmq.Router({ linger: 0 });
-  await s.bind('tcp://127.0.0.1:0');
-  const ep = s.lastEndpoint!;
-  s.close();
-  return ep;
+  return `tcp://127.0.0.1:${await freePort()}`;
 }
 
 /** Polls `cond` every 10 ms until true, failing after `timeoutMs` (generous: CPU is shared). */
