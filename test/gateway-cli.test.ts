@@ -20,7 +20,7 @@ describe.skipIf(!existsSync(MAIN) || !(await zmqAvailable()))('kvindex gateway (
     const b = await FakeEngine.start({ model: 'm', blockSize: 4 });
     const file = join(dir, 'engines.json');
     writeFileSync(file, `[{"instance_id":18446744073709551615,"endpoint":"${a.endpoint}","model_name":"m","block_size":4,"url":"${a.url}/"}]`);
-    const proc = new ServeProcess(['--http', '0', '--engines', file, '--token', 'tok', '--metrics', '0', '--health-interval', '100'], [], 'gateway');
+    const proc = new ServeProcess(['--http', '0', '--engines', file, '--token', 'tok', '--metrics', '0', '--health-interval', '100', '--health-timeout', '15000'], [], 'gateway');
     try {
       const ready = await proc.waitFor('kvindex gateway ready');
       const url = ready.address as string;
@@ -74,7 +74,7 @@ describe.skipIf(!existsSync(MAIN) || !(await zmqAvailable()))('kvindex gateway (
     try {
       const file = join(dir, 'engines.json');
       writeFileSync(file, '[{"instance_id":1,"endpoint":"tcp://127.0.0.1:5557","model_name":"m","block_size":4}]');
-      for (const args of [['--http', 'x:99999'], ['--http', '0', '--engines', file], ['--http', '0', '--engines', join(dir, 'none.json')], ['--http', '0', '--health-interval', '0'], ['--http', '0', '--chat-template', file], ['--http', '0', '--tokenizer', join(dir, 'none.json')]]) {
+      for (const args of [['--http', 'x:99999'], ['--http', '0', '--engines', file], ['--http', '0', '--engines', join(dir, 'none.json')], ['--http', '0', '--health-interval', '0'], ['--http', '0', '--health-timeout', '0'], ['--http', '0', '--chat-template', file], ['--http', '0', '--tokenizer', join(dir, 'none.json')]]) {
         const r = spawnSync(process.execPath, [MAIN, 'gateway', ...args], { encoding: 'utf8' });
         expect([args, r.status]).toEqual([args, 2]);
       }

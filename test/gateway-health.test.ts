@@ -34,6 +34,22 @@ describe.skipIf(!(await zmqAvailable()))('kvindex gateway engine health', () => 
     expect((await fleet.send('/v1/completions', { model: 'm', prompt: [...prompt, 99], max_tokens: 1 })).worker).toBe(first.worker);
   });
 
+  it('counts a /health slower than the health timeout as down, and a slow one within it as up', async () => {
+    fleet = await Fleet.start({ engines: [1, 2].map(() => ({ model: 'm', blockSize: 4 })), gateway: { healthIntervalMs: 50, healthTimeoutMs: 300 } });
+    const slow = fleet.engines[0]!;
+    slow.healthDelayMs = 2_000;
+    await until(() => fleet!.gateway.catalog.health(slow.url) === 'down', 10_000, 'down after a timed-out poll');
+    for (let i = 0; i < 3; i++) expect((await fleet.send('/v1/completions', { model: 'm', prompt: range(3000 + i * 50, 8), max_tokens: 1 })).worker).not.toBe(fleet.ids[0]!.toString());
+    await fleet.close();
+    // The same stall inside a longer timeout: up through several completed rounds.
+    fleet = await Fleet.start({ engines: [1, 2].map(() => ({ model: 'm', blockSize: 4 })), gateway: { healthIntervalMs: 50, healthTimeoutMs: 20_000 } });
+    const patient = fleet.engines[0]!;
+    patient.healthDelayMs = 300;
+    const rounds = fleet.gateway.health.rounds;
+    await until(() => fleet!.gateway.health.rounds >= rounds + 3, 30_000, 'three rounds');
+    expect(fleet.gateway.catalog.health(patient.url)).toBe('up');
+  });
+
   it('routes an engine whose events stopped by load only, and takes it back when they flow', async () => {
     fleet = await Fleet.start({ engines: [1, 2].map(() => ({ model: 'm', blockSize: 4 })), gateway: { healthIntervalMs: 50, staleMs: 300 } });
     const prompt = range(100, 32);

@@ -39,6 +39,8 @@ export const GATEWAY_USAGE = `usage: kvindex gateway --http <[host:]port> [optio
                              (default: $KVINDEX_TOKEN; none: unguarded)
   --topic <prefix>           ZMQ topic filter of every listener (default: '', all topics)
   --health-interval <ms>     poll each engine's /health and /v1/models this often (default: 1000)
+  --health-timeout <ms>      a poll slower than this marks the engine down
+                             (default: the interval, at least 2000)
   --events-stale <ms>        an engine owing KV events this long is routed by load only (default: 10000)
   --body-limit <bytes>       largest request body (default: 16777216)
   --tokenizer <tokenizer.json>  tokenize text and chat in the gateway (Hugging Face tokenizer.json;
@@ -81,6 +83,7 @@ interface GatewayArgs {
   token: string | null;
   topic: string;
   healthIntervalMs: number;
+  healthTimeoutMs: number | null;
   staleMs: number;
   bodyLimit: number;
   routing: RoutingCost;
@@ -104,6 +107,7 @@ function parse(args: string[]): GatewayArgs | 'help' {
       token: { type: 'string' },
       topic: { type: 'string' },
       'health-interval': { type: 'string' },
+      'health-timeout': { type: 'string' },
       'events-stale': { type: 'string' },
       'body-limit': { type: 'string' },
       'prefill-load-scale': { type: 'string' },
@@ -148,6 +152,7 @@ function parse(args: string[]): GatewayArgs | 'help' {
     token: token === '' ? null : token,
     topic: values.topic ?? '',
     healthIntervalMs: positiveInt('health-interval', values['health-interval'], 1_000, MAX_TIMER_MS),
+    healthTimeoutMs: values['health-timeout'] === undefined ? null : positiveInt('health-timeout', values['health-timeout'], 2_000, MAX_TIMER_MS),
     staleMs: positiveInt('events-stale', values['events-stale'], 10_000, MAX_TIMER_MS),
     bodyLimit: positiveInt('body-limit', values['body-limit'], 16 * 1024 * 1024, 2 ** 30),
     logLevel: level,
@@ -205,7 +210,7 @@ export async function main(args: string[]): Promise<number> {
   const remoteIndex = a.index === null ? null : remoteIndexFor(a.index, logger, metrics);
   // Called only once the gateway exists (its registrations are sent from `start`).
   const indexRegistrar: ReplicaRegistrar | null = a.index === null ? null : registrarFor(a.index, logger, metrics, (r): boolean => gateway.catalog.engine(r.instanceId, r.modelName, r.tenantId, r.dpRank) !== undefined);
-  const gateway: Gateway = new Gateway({ logger, topic: a.topic, healthIntervalMs: a.healthIntervalMs, staleMs: a.staleMs, routing, tokenizer, remoteIndex, indexRegistrar, ...(metrics === null ? {} : { observer: metrics }) });
+  const gateway: Gateway = new Gateway({ logger, topic: a.topic, healthIntervalMs: a.healthIntervalMs, ...(a.healthTimeoutMs === null ? {} : { healthTimeoutMs: a.healthTimeoutMs }), staleMs: a.staleMs, routing, tokenizer, remoteIndex, indexRegistrar, ...(metrics === null ? {} : { observer: metrics }) });
   metrics?.watch(gateway);
   const app = quietFastify(logger);
   let ops: OpsServer | null = null;

@@ -48,6 +48,8 @@ export interface GatewayOptions {
   topic?: string;
   /** Health poll interval, ms (default 1,000). */
   healthIntervalMs?: number;
+  /** One health poll longer than this marks the engine down, ms (default: the interval, at least 2,000). */
+  healthTimeoutMs?: number;
   /** No KV event this long after one was owed: the engine is routed by load only (default 10,000 ms). */
   staleMs?: number;
   /** Connect timeout of upstream calls, ms (default 2,000). */
@@ -106,7 +108,10 @@ export class Gateway {
     });
     // keep-alive connections to each engine; a connect that hangs is a failure before the first byte.
     this.dispatcher = new Agent({ keepAliveTimeout: 30_000, connect: { timeout: options.connectTimeoutMs ?? 2_000 } });
-    this.health = new HealthPoller(this.catalog, this.dispatcher, options.healthIntervalMs === undefined ? {} : { intervalMs: options.healthIntervalMs });
+    this.health = new HealthPoller(this.catalog, this.dispatcher, {
+      ...(options.healthIntervalMs === undefined ? {} : { intervalMs: options.healthIntervalMs }),
+      ...(options.healthTimeoutMs === undefined ? {} : { timeoutMs: options.healthTimeoutMs }),
+    });
     this.observer = options.observer ?? NOOP_OBSERVER;
     this.#tokenizeTimeoutMs = options.tokenizeTimeoutMs ?? 10_000;
     this.#local = options.tokenizer ?? null;

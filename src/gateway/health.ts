@@ -1,6 +1,6 @@
 /**
  * The engine health poller: every `intervalMs`, `GET <url>/health` and `GET <url>/v1/models` of
- * each engine URL, each bounded by the interval (at least 2 s). A 200 from /health is up; anything else (a
+ * each engine URL, each bounded by `timeoutMs` (default: the interval, at least 2 s). A 200 from /health is up; anything else (a
  * refused connection, a timeout, a 5xx) is down, and a down engine gets no requests until it
  * answers again. The listing gives the union of `/v1/models` and the LoRA adapters
  * (engine-catalog.ts). Each round also runs the catalog's events-stopped check. The proxy marks
@@ -13,6 +13,12 @@ import { Health, type EngineCatalog, type ListedModel } from './engine-catalog.j
 export interface HealthPollerOptions {
   /** Between rounds, ms (default 1,000). */
   intervalMs?: number;
+  /**
+   * How long one poll may take before the engine counts as down, ms (default: the interval, at
+   * least 2,000). A longer one suits hosts whose engines (or the gateway itself) can stall for
+   * seconds without being down: a starved test process, a GC-heavy engine.
+   */
+  timeoutMs?: number;
 }
 
 async function getJson(dispatcher: Dispatcher, url: string, timeoutMs: number): Promise<{ status: number; body: unknown }> {
@@ -39,6 +45,7 @@ export class HealthPoller {
   readonly #catalog: EngineCatalog;
   readonly #dispatcher: Dispatcher;
   readonly #intervalMs: number;
+  readonly #timeoutMs: number;
   #timer: NodeJS.Timeout | null = null;
   #round: Promise<void> = Promise.resolve();
   #busy = false;
@@ -49,6 +56,8 @@ export class HealthPoller {
     this.#catalog = catalog;
     this.#dispatcher = dispatcher;
     this.#intervalMs = options.intervalMs ?? 1_000;
+    // At least 2 s by default: a busy engine (or host) answering a short interval's poll late is not down.
+    this.#timeoutMs = options.timeoutMs ?? Math.max(this.#intervalMs, 2_000);
   }
 
   /** Polls every URL once now; resolves when every answer (or timeout) is in. */
@@ -86,8 +95,7 @@ export class HealthPoller {
   }
 
   async #pollOne(url: string): Promise<void> {
-    // At least 2 s: a busy engine (or host) answering a short interval's poll late is not down.
-    const timeout = Math.max(this.#intervalMs, 2_000);
+    const timeout = this.#timeoutMs;
     try {
       const h = await getJson(this.#dispatcher, `${url}/health`, timeout);
       if (h.status !== 200) return this.#catalog.setHealth(url, Health.Down);

@@ -68,6 +68,8 @@ export class FakeEngine {
   tokenizeCalls = 0;
   /** /health answers 503 while true. */
   unhealthy = false;
+  /** /health answers this many ms late (a stalled engine). */
+  healthDelayMs = 0;
   ttftMs: number;
   interChunkMs: number;
   readonly #server: Server;
@@ -139,7 +141,10 @@ export class FakeEngine {
     try {
       const body = req.method === 'POST' ? await readBody(req) : null;
       const path = (req.url ?? '/').split('?')[0]!;
-      if (req.method === 'GET' && path === '/health') return void res.writeHead(this.unhealthy ? 503 : 200).end();
+      if (req.method === 'GET' && path === '/health') {
+        if (this.healthDelayMs > 0) await new Promise((r) => setTimeout(r, this.healthDelayMs));
+        return void res.writeHead(this.unhealthy ? 503 : 200).end();
+      }
       if (req.method === 'GET' && path === '/v1/models') return json(res, 200, this.#models());
       if (body === null) return error(res, 404, `no route ${req.method ?? ''} ${path}`);
       const parsed = JSON.parse(body.toString('utf8')) as Record<string, unknown>;

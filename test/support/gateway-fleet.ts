@@ -44,7 +44,10 @@ export class Fleet {
   static async start(o: FleetOptions): Promise<Fleet> {
     const engines = await Promise.all(o.engines.map((e) => FakeEngine.start(e)));
     const ids = o.engines.map((e, i) => e.instanceId ?? BigInt(i + 1));
-    const gateway = new Gateway({ healthIntervalMs: 200, ...o.gateway });
+    // A 15 s health timeout: the fake engines share the test's process, so a host starved for
+    // over the default 2 s made them look down and the first request got 503 no_engine (4 of 8
+    // runs of gateway-routing at load 15-20). Tests of a slow /health set their own.
+    const gateway = new Gateway({ healthIntervalMs: 200, healthTimeoutMs: 15_000, ...o.gateway });
     await gateway.start(
       engines.flatMap((e, i) => (o.engines[i]!.register === false ? [] : [{
         instanceId: ids[i]!, endpoint: e.endpoint, modelName: e.options.model, blockSize: e.options.blockSize,
