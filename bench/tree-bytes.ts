@@ -13,22 +13,22 @@ export function bytesByStructure(tree: RadixTree): Record<string, number> {
   const n = tree.nodes;
   const pairs = Math.max(1, tree.size);
   const nodeCap = n.node.length / 4;
-  const pairCap = n.pWorker.length;
   let tables = 0;
   for (const t of tree.tables) if (t !== null) tables += t.bytes;
-  const members = n.members.bytes;
+  const m = n.members.bytesBy;
   const r = (b: number): number => Math.round((b / pairs) * 100) / 100;
   const parts: Record<string, number> = {
     'node records (16/node)': r(nodeCap * 16),
     'parent (4/node)': r(nodeCap * 4),
     'child count (1/node)': r(nodeCap),
     'inline external hash (8/node)': r(nodeCap * 8),
-    'free-id bitmap': r(n.bytes - nodeCap * 29 - pairCap * 36 - n.pairs.bytes - n.keyLo.length * 16 - members),
+    'free-id bitmap': r(n.bytes - nodeCap * 29 - n.keyLo.length * 16 - n.members.bytes),
     'edge table + root keys': r(tree.edges.bytes),
     'worker tables (external hash -> pair)': r(tables),
-    'overflow pairs (36/pair)': r(pairCap * 36),
-    'pair index': r(n.pairs.bytes),
-    'member arrays': r(members),
+    'member set records (28/set)': r(m.records),
+    'member pool (16/position: slot, hash, set)': r(m.pool),
+    'member id words (sets of 64+)': r(m.ids),
+    'pair index': r(m.index),
     'per-slot keys and ids': r(n.keyLo.length * 16),
   };
   parts['total typed arrays'] = r(tree.bytes);

@@ -1,7 +1,7 @@
 /**
  * A tree built from a dump by the sized bulk path (src/tree/bulk-load.ts: node arrays and worker
  * lookups reserved from the snapshot's counts, then raw-word stores) answers every lookup as the
- * tree that was dumped: the workload has nodes held by one to 70 workers (member arrays from
+ * tree that was dumped: the workload has nodes held by one to 70 workers (member sets with id words from
  * 64), worker ids 0 and 2^64-1, a worker whose first event is rejected, and a worker that also
  * held blocks before the load. A second workload adds removals that leave hollow nodes; there a
  * dump re-roots the orphaned chains (dump.ts, the one inexact case, Dynamo's too), so the bulk
@@ -44,7 +44,7 @@ function workload(seed: number, removals: boolean): Workload {
   // A worker whose first event names a parent it never stored: rejected, then a real store.
   push(workers[5]!, { type: 'stored', parentHash: 0xdeadn, blocks: [{ blockHash: 1n, tokensHash: tok(99, 0) }] });
   workers.forEach((w, wi) => {
-    // 66 workers on prompt 0 (a member array: >= 64 workers), the last 4 on prompts 1-3 alone.
+    // 66 workers on prompt 0 (a member set with id words: >= 64 workers), the last 4 on prompts 1-3 alone.
     const shared = wi < 66 ? 0 : wi - 65;
     const len = 6 + (shared % 3);
     const salt = BigInt(wi + 1) << 20n;

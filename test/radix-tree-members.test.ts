@@ -1,6 +1,6 @@
 /**
- * Member arrays (src/tree/member-arrays.ts) and the bulk listing of the lookup walk (walk.ts):
- * nodes crossing the thresholds both ways (built at 64 workers, dropped under 32, rebuilt),
+ * Member sets' id words (src/tree/member-sets.ts) and the bulk listing of the lookup walk
+ * (walk.ts): nodes crossing the thresholds both ways (built at 64 workers, dropped under 32, rebuilt),
  * arrays relocated as they grow, members swapped out on removal, and every branch of the walk
  * around a bulk set (it lasts to the end; gives way to a few workers, continuing or new; to
  * many; changes again after giving way; a dropped worker comes back deeper), each lookup
@@ -11,7 +11,7 @@ import { MapRadixTree } from '../bench/reference/map-radix-tree.js';
 import { fleet } from '../bench/fleet-gen.js';
 import { ShardedIndexer } from '../src/indexer/sharded-indexer.js';
 import type { RouterEvent, StoredBlock } from '../src/protocol/types.js';
-import { MEMBERS_FROM, MEMBERS_UNDER } from '../src/tree/member-arrays.js';
+import { MEMBERS_FROM, MEMBERS_UNDER, SET_WORDS } from '../src/tree/member-sets.js';
 import { createMatchResult, type MatchResult } from '../src/tree/match-result.js';
 import { findChild } from '../src/tree/edge-table.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
@@ -32,7 +32,7 @@ const removed = (workerId: bigint, hashes: bigint[]): RouterEvent => ({ workerId
 const stored = (workerId: bigint, parentHash: bigint | null, blocks: StoredBlock[]): RouterEvent => ({ workerId, event: { eventId: 0n, data: { type: 'stored', parentHash, blocks } } });
 const blocksOf = (e: RouterEvent): StoredBlock[] => (e.event.data as { blocks: StoredBlock[] }).blocks;
 
-/** The tree's member array offset on the path's node at `depth` (1-based), or -1. */
+/** The offset of the id words of the member set on the path's node at `depth` (1-based), or -1. */
 function memberOffset(tree: RadixTree, path: BigUint64Array, depth: number): number {
   let node = 0;
   const n = tree.nodes;
@@ -44,7 +44,7 @@ function memberOffset(tree: RadixTree, path: BigUint64Array, depth: number): num
     node = c;
   }
   const w = n.w0(node);
-  return w >= 0 ? -1 : n.members.pMOff[-w - 2]!;
+  return w >= 0 ? -1 : n.members.sets[(-w - 2) * SET_WORDS + 4]!;
 }
 
 const open: ShardedIndexer[] = [];
@@ -52,7 +52,7 @@ afterAll(async () => {
   await Promise.all(open.map((ix) => ix.close()));
 });
 
-describe('member arrays', () => {
+describe('member sets with id words', () => {
   it('are built at the threshold, dropped under the lower one and rebuilt, with exact lookups throughout', () => {
     const workers = 100;
     const f = fleet(workers, 'shared', 12, 4);
@@ -173,7 +173,7 @@ describe('member arrays', () => {
     expect(asScores(result, n2)).toEqual(sortedScores(model.findMatches(f.chains[0]!)));
   });
 
-  it('through 2 shard threads from tiny capacities: lookups read member arrays in shared memory as they grow and move', async () => {
+  it('through 2 shard threads from tiny capacities: lookups read member sets in shared memory as they grow and move', async () => {
     const workers = 200;
     const f = fleet(workers, 'shared', 12, 4);
     const { ix } = await createFaultyIndexer({ shards: 2, blockSize: 16 }, { initialCapacity: 4 });

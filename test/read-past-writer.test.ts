@@ -20,7 +20,7 @@ import { generateStream, type Op } from './support/event-gen.js';
 
 /** The writer's arrays that lookups read (shared-layout.ts), as the tree holds them. */
 interface Internals {
-  nodes: { node: Int32Array; parent: Int32Array; pWorker: Int32Array; pNext: Int32Array; pSet: Int32Array; members: { pMOff: Int32Array } };
+  nodes: { node: Int32Array; parent: Int32Array; members: { sets: Int32Array; mSlot: Int32Array } };
   edges: { slots: Int32Array };
 }
 
@@ -124,10 +124,8 @@ function runStream(seed: number, ops: number, dropList: boolean): Tally {
     // layout (a read past the writer gives up while its views are not the current layout's).
     n.node = wrap(n.node);
     n.parent = wrap(n.parent);
-    n.pWorker = wrap(n.pWorker);
-    n.pNext = wrap(n.pNext);
-    n.pSet = wrap(n.pSet);
-    n.members.pMOff = wrap(n.members.pMOff);
+    n.members.sets = wrap(n.members.sets);
+    n.members.mSlot = wrap(n.members.mSlot);
     t.edges.slots = wrap(t.edges.slots);
     if (Atomics.load(h, H.GEN) !== gen) {
       reader.lookupInto(new Uint32Array(0), 0, 0, false, result, 0);

@@ -263,7 +263,7 @@ describe('lookups on the calling thread', () => {
     expect((await ix.findMatches(toks(3))).scores).toEqual(new Map([[W + 7n, 2]]));
   });
 
-  it('list the workers of a prompt held by many (member arrays) in Map lookups as the in-thread tree does', async () => {
+  it('list the workers of a prompt held by many (member sets with id words) in Map lookups as the in-thread tree does', async () => {
     const ix = await tiny(2);
     const ref = new RadixTree();
     for (let w = 0n; w < 150n; w++) {

@@ -263,7 +263,7 @@ export class BincodeEvents {
  * the measured cost. `workers` as (lo, hi, blocks) triples: the form a shard thread receives.
  */
 export function reserveLoad(tree: RadixTree, blocks: number, workers: Uint32Array): void {
-  tree.nodes.reserve(blocks, 0);
+  tree.nodes.reserve(blocks);
   for (let i = 0; i + 2 < workers.length; i += 3) tree.reserveWorker(u64FromHalves(workers[i + 1]!, workers[i]!), workers[i + 2]!);
 }
 

@@ -102,7 +102,10 @@ function firstEdge(kidParent: Int32Array, p: number): number {
 /** Writes every (worker, node) pair of the tree into the sink exactly once. */
 export function dumpTree(tree: RadixTree, sink: DumpSink): void {
   const nodes = tree.nodes;
-  const { parent, h0Lo, h0Hi, pWorker, pLo, pHi, pNext } = nodes;
+  const { parent, h0Lo, h0Hi } = nodes;
+  // Member sets (member-sets.ts): a set's record (5 words, `SET_WORDS`, written as a literal as
+  // the node records' offsets are) gives its members' range in the pool: [3] offset, [0] count.
+  const { sets, mSlot, mLo, mHi } = nodes.members;
   const rec = nodes.node;
   // Children have no list (node-store.ts): a node's children are its first child, if any, and
   // its edges (`edgesByParent`).
@@ -121,10 +124,11 @@ export function dumpTree(tree: RadixTree, sink: DumpSink): void {
       return true;
     }
     if (w >= NONE) return false;
-    for (let p = -w - 2; p !== NONE; p = pNext[p]!) {
-      if (pWorker[p] === slot) {
-        hashLo = pLo[p]!;
-        hashHi = pHi[p]!;
+    const r = (-w - 2) * 5;
+    for (let p = sets[r + 3]!, end = p + sets[r]!; p < end; p++) {
+      if (mSlot[p] === slot) {
+        hashLo = mLo[p]!;
+        hashHi = mHi[p]!;
         return true;
       }
     }
@@ -138,7 +142,8 @@ export function dumpTree(tree: RadixTree, sink: DumpSink): void {
     const w = rec[node * 4 + 3]!;
     if (w === slot) return true;
     if (w >= NONE) return false;
-    for (let p = -w - 2; p !== NONE; p = pNext[p]!) if (pWorker[p] === slot) return true;
+    const r = (-w - 2) * 5;
+    for (let p = sets[r + 3]!, end = p + sets[r]!; p < end; p++) if (mSlot[p] === slot) return true;
     return false;
   };
 
@@ -239,11 +244,15 @@ export function dumpTree(tree: RadixTree, sink: DumpSink): void {
     if (up !== ROOT) {
       const uw = rec[up * 4 + 3]!;
       if (uw >= 0) parentMark[uw] = node;
-      else if (uw < NONE) for (let p = -uw - 2; p !== NONE; p = pNext[p]!) parentMark[pWorker[p]!] = node;
+      else if (uw < NONE) {
+        const ru = (-uw - 2) * 5;
+        for (let p = sets[ru + 3]!, end = p + sets[ru]!; p < end; p++) parentMark[mSlot[p]!] = node;
+      }
     }
-    for (let p = -w - 2; p !== NONE; p = pNext[p]!) {
-      const slot = pWorker[p]!;
-      if (up === ROOT || parentMark[slot] !== node) chain(node, slot, pLo[p]!, pHi[p]!);
+    const r = (-w - 2) * 5;
+    for (let p = sets[r + 3]!, end = p + sets[r]!; p < end; p++) {
+      const slot = mSlot[p]!;
+      if (up === ROOT || parentMark[slot] !== node) chain(node, slot, mLo[p]!, mHi[p]!);
     }
   }
 }

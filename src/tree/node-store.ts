@@ -6,10 +6,9 @@
  * after a worker removed a block and kept its children). On real traces about 97% of nodes
  * hold exactly one worker (conversation workload: 63,603 nodes for 65,536 pairs). So a node
  * with one worker stores that pair inline (worker slot and external hash), and a node with two
- * or more keeps all of them in a list of overflow pairs whose head is encoded in the same `w0`
- * word. A node costs 29 bytes of arrays, a pair about 47
- * bytes with the tables on the conversation tree (docs/layout.md has the split), instead of ~70
- * with a separate pair record per worker and 54 with sibling links.
+ * or more keeps all of them in a member set (member-sets.ts: one contiguous array per node),
+ * named by the same `w0` word. A node costs 29 bytes of arrays (docs/layout.md has the split of
+ * a pair's bytes).
  *
  * Children without sibling links: a node's first child is in its record, every other child in
  * the edge table (edge-table.ts); when the first child goes and others stay, nothing takes its
@@ -20,22 +19,22 @@
  * docs/layout.md.
  *
  * `w0` (word 3 of a node's record, below): >= 0 the single worker's slot; -1 (NONE) no pairs
- * (root, hollow node, free node); <= -2 the head of the overflow list, `-w0 - 2`.
+ * (root, hollow node, free node); <= -2 the node's member set, `-w0 - 2`.
  *
  * Pair references (`PairRef`) name a pair without an object: a value >= 0 is the inline pair of
- * that node id, a value < 0 is overflow pair `~ref`.
+ * that node id, a value < 0 is the member at pool position `~ref` (member-sets.ts; positions
+ * move, and the sets repoint the worker's lookup when they do).
  */
 
 import { LOCAL_STORE, type ArrayStore } from './array-store.js';
 import { ChildCounts } from './child-counts.js';
-import { MemberArrays } from './member-arrays.js';
-import { PairIndex } from './pair-index.js';
+import { MemberSets } from './member-sets.js';
 
 /** Integer id of a node; 0 is the root. */
 export type NodeId = number & { readonly __brand: 'NodeId' };
 /** Integer id of a worker slot inside one tree. */
 export type WorkerSlot = number & { readonly __brand: 'WorkerSlot' };
-/** A (worker, node) pair: >= 0 inline pair of that node, < 0 overflow pair `~ref`. */
+/** A (worker, node) pair: >= 0 inline pair of that node, < 0 the member at position `~ref`. */
 export type PairRef = number & { readonly __brand: 'PairRef' };
 
 export const ROOT = 0 as NodeId;
@@ -45,9 +44,9 @@ export const NONE = -1;
  * Records. The node fields a lookup reads at every step are packed into one record of `node`,
  * `NODE_WORDS` words: [0] tokens hash low half, [1] high half (both as int32), [2] child word
  * (`ID_MASK` bits: the first child's id; bits 28-29: the child class, `KIDS_SHIFT`), [3] worker
- * set word (`w0`). At the head of an overflow list, its worker count and fingerprint
- * halves are one record of `pSet`, `SET_WORDS` words: [0] count, [1] fingerprint low half, [2]
- * high half (int32). A step of the walk reads one record instead of four arrays (and three):
+ * set word (`w0`). A member set's worker count and fingerprint halves are one record of
+ * `members.sets` (member-sets.ts `SET_WORDS`). A step of the walk reads one record instead of
+ * four arrays (and three):
  * on the conversation workload a lookup reads 12.3 distinct 4 KiB pages of a tree instead of
  * 20.2 (counted over its lookups), and after 10 ms of idle time each page costs 0.4-1.2 us to
  * reach again on the 2-core dev VM.
@@ -57,7 +56,6 @@ export const NONE = -1;
  * (in-thread findMatchesInto p50 0.51 -> 0.46 us with literals) and 1.2-2x of a dump.
  */
 export const NODE_WORDS = 4;
-export const SET_WORDS = 3;
 
 /**
  * The child word (record word 2): the first child's id in the low 28 bits, `ID_MASK` there for
@@ -82,7 +80,7 @@ export class NodeStore {
   /**
    * Per node, `NODE_WORDS` words: tokens hash halves (int32), child word (first child and child
    * class, see `ID_MASK`), and the worker set word (`w0`: the single worker's slot, NONE, or the
-   * encoded head of the overflow list, see above). Read through the accessors below outside the
+   * encoded member set, see above). Read through the accessors below outside the
    * lookup walk.
    */
   node: Int32Array;
@@ -117,19 +115,6 @@ export class NodeStore {
   private freeCursor = 0;
   liveNodes = 1;
 
-  // Overflow pair arrays, indexed by ~PairRef.
-  pNode: Int32Array;
-  pWorker: Int32Array;
-  pLo: Uint32Array;
-  pHi: Uint32Array;
-  pNext: Int32Array;
-  pPrev: Int32Array;
-  /**
-   * At the head of a node's overflow list (`SET_WORDS` per pair): its workers' count and the
-   * XOR of their slot keys (a 64-bit fingerprint of the set, halves as int32), maintained in O(1) per add or remove, so that a lookup
-   * can tell in O(1) that a node holds exactly the workers of its parent (walk.ts).
-   */
-  pSet: Int32Array;
   /** Random 64-bit key per worker slot (the fingerprints' terms), as halves. */
   keyLo: Uint32Array;
   keyHi: Uint32Array;
@@ -137,14 +122,8 @@ export class NodeStore {
   slotLo: Uint32Array;
   slotHi: Uint32Array;
   private keySeed = 0x9e3779b9;
-  /** Contiguous worker lists of nodes held by many workers (member-arrays.ts). */
-  readonly members: MemberArrays;
-  /** (node, slot) -> overflow pair: membership without walking the list. */
-  readonly pairs: PairIndex;
-  private pairCap: number;
-  private pairTop = 0;
-  private freePair = NONE; // free list threaded through `pNext`
-  liveOverflow = 0;
+  /** The workers of nodes held by two or more (member-sets.ts). */
+  readonly members: MemberSets;
 
   /**
    * `store` holds the arrays a lookup reads (parent, node records, worker sets); the rest is
@@ -160,21 +139,11 @@ export class NodeStore {
     this.kids = new ChildCounts(cap);
     this.h0Lo = L.uint32(cap);
     this.h0Hi = L.uint32(cap);
-    const pairs = Math.min(64, cap);
-    this.pairCap = pairs;
-    this.pNode = L.int32(pairs, 0);
-    this.pWorker = store.int32(pairs, 0);
-    this.pLo = L.uint32(pairs);
-    this.pHi = L.uint32(pairs);
-    this.pNext = store.int32(pairs, 0);
-    this.pPrev = L.int32(pairs, 0);
-    this.pSet = store.int32(pairs * SET_WORDS, 0);
     this.keyLo = store.uint32(16);
     this.keyHi = store.uint32(16);
     this.slotLo = store.uint32(16);
     this.slotHi = store.uint32(16);
-    this.pairs = new PairIndex(this);
-    this.members = new MemberArrays(store, pairs);
+    this.members = new MemberSets(store, this);
   }
 
   /**
@@ -195,7 +164,7 @@ export class NodeStore {
     this.slotHi[slot] = idHi;
   }
 
-  /** The single worker's slot, NONE, or the encoded overflow head of `id` (see above). */
+  /** The single worker's slot, NONE, or the encoded member set of `id` (see above). */
   w0(id: number): number {
     return this.node[id * 4 + 3]!;
   }
@@ -249,7 +218,7 @@ export class NodeStore {
 
   /** Bytes held by the typed arrays (capacity, not just live entries). */
   get bytes(): number {
-    return this.nodeCap * 29 + this.freeBits.byteLength + this.pairCap * 36 + this.pairs.bytes + this.keyLo.length * 16 + this.members.bytes;
+    return this.nodeCap * 29 + this.freeBits.byteLength + this.keyLo.length * 16 + this.members.bytes;
   }
 
   /**
@@ -365,96 +334,26 @@ export class NodeStore {
     return w * 32 + 31 - Math.clz32(word & -word);
   }
 
-  /** Head of the node's overflow list, or NONE when it holds a single inline pair (or none). */
-  head(node: number): number {
+  /** The node's member set, or NONE when it holds a single inline pair (or none). */
+  setOf(node: number): number {
     const w = this.w0(node);
     return w < NONE ? -w - 2 : NONE;
   }
 
-  /** Prepends an overflow pair; the node must be in list mode or have no pairs. */
-  allocPair(node: NodeId, worker: WorkerSlot, lo: number, hi: number): PairRef {
-    let p = this.freePair;
-    if (p !== NONE) {
-      this.freePair = this.pNext[p]!;
-    } else {
-      if (this.pairTop === this.pairCap) this.growPairs();
-      p = this.pairTop++;
-    }
-    this.liveOverflow++;
-    this.pNode[p] = node;
-    this.pWorker[p] = worker;
-    this.pLo[p] = lo;
-    this.pHi[p] = hi;
-    const head = this.head(node);
-    const m = this.members;
-    this.pNext[p] = head;
-    this.pPrev[p] = NONE;
-    const set = this.pSet;
-    const r = p * 3;
-    if (head !== NONE) {
-      this.pPrev[head] = p;
-      const rh = head * 3;
-      set[r] = set[rh]! + 1;
-      set[r + 1] = set[rh + 1]! ^ this.keyLo[worker]!;
-      set[r + 2] = set[rh + 2]! ^ this.keyHi[worker]!;
-      m.pMOff[p] = m.pMOff[head]!;
-    } else {
-      set[r] = 1;
-      set[r + 1] = this.keyLo[worker]!;
-      set[r + 2] = this.keyHi[worker]!;
-      m.pMOff[p] = NONE;
-    }
-    this.setW0(node, -p - 2);
-    this.pairs.insert(p);
-    m.added(this, node, p, worker, set[r]!);
-    return ~p as PairRef;
-  }
-
-  /** Unlinks overflow pair `p` (an index, not a ref) from its node and frees it. */
-  freePairIndex(p: number): void {
-    this.pairs.remove(p);
-    const prev = this.pPrev[p]!;
-    const next = this.pNext[p]!;
-    const node = this.pNode[p]!;
-    const head = prev === NONE ? p : -this.w0(node) - 2;
-    const w = this.pWorker[p]!;
-    // The list's count and fingerprint, without this pair, go to its (possibly new) head.
-    const newHead = head === p ? next : head;
-    if (newHead !== NONE) {
-      const m = this.members;
-      const set = this.pSet;
-      const rn = newHead * 3;
-      const rh = head * 3;
-      set[rn] = set[rh]! - 1;
-      set[rn + 1] = set[rh + 1]! ^ this.keyLo[w]!;
-      set[rn + 2] = set[rh + 2]! ^ this.keyHi[w]!;
-      m.pMOff[newHead] = m.pMOff[head]!;
-      m.removing(this, node, newHead, p, set[rn]!);
-    }
-    if (prev !== NONE) this.pNext[prev] = next;
-    else this.setW0(node, next === NONE ? NONE : -next - 2);
-    if (next !== NONE) this.pPrev[next] = prev;
-    this.pNext[p] = this.freePair;
-    this.pNode[p] = NONE; // a freed pair belongs to no node (radix-tree.ts `holds`)
-    this.freePair = p;
-    this.liveOverflow--;
+  /** The node of pair `ref`. */
+  nodeOfRef(ref: PairRef): number {
+    return ref >= 0 ? ref : this.members.nodeOf(~ref);
   }
 
   /**
-   * Grows now, if needed, so that `nodes` more nodes and `pairs` more overflow pairs fit
-   * without growing: a shard grows before it takes the readers' lock, since filling fresh pages
-   * costs ~3 ms per MB on the dev VM.
+   * Grows now, if needed, so that `nodes` more nodes fit without growing: a shard grows before
+   * it takes the readers' lock, since filling fresh pages costs ~3 ms per MB on the dev VM.
+   * (Member sets grow as workers join, under the lock, as the overflow records did before them.)
    */
-  reserve(nodes: number, pairs: number): void {
+  reserve(nodes: number): void {
     // One step to the size asked (at least the usual one): a bulk load that knows its size
     // (bulk-load.ts) then fills fresh pages once instead of ~5x over in 1.25x steps.
     if (this.nodeTop + nodes > this.nodeCap) this.growNodes(this.nodeTop + nodes);
-    if (this.pairTop + pairs > this.pairCap) this.growPairs(this.pairTop + pairs);
-  }
-
-  /** The overflow pair of worker `slot` on `node`, or NONE (O(1)). */
-  findPair(node: number, slot: number): number {
-    return this.pairs.find(node, slot);
   }
 
   private growNodes(atLeast = 0): void {
@@ -474,19 +373,5 @@ export class NodeStore {
       this.freeBits = bits;
     }
     this.nodeCap = cap;
-  }
-
-  private growPairs(atLeast = 0): void {
-    const cap = Math.max(atLeast, Math.ceil(this.pairCap * 1.5));
-    const s = this.store;
-    this.pNode = L.growInt32(this.pNode, cap, 0);
-    this.pWorker = s.growInt32(this.pWorker, cap, 0);
-    this.pLo = L.growUint32(this.pLo, cap);
-    this.pHi = L.growUint32(this.pHi, cap);
-    this.pNext = s.growInt32(this.pNext, cap, 0);
-    this.pPrev = L.growInt32(this.pPrev, cap, 0);
-    this.pSet = s.growInt32(this.pSet, cap * SET_WORDS, 0);
-    this.members.growPairs(cap);
-    this.pairCap = cap;
   }
 }

@@ -1,19 +1,20 @@
 /**
- * Open-addressing index of a tree's overflow pairs: (node, worker slot) -> pair. It makes
+ * Open-addressing index of the members of a tree's member sets (member-sets.ts): (set, worker
+ * slot) -> the member's position in the pool. It makes
  * "does this worker already hold this node?" O(1) where it was a walk of the node's worker list,
  * which made storing a block that thousands of workers share cost O(workers) (fleet shapes:
- * 7.3 us per pair at 4,096 workers, 2.1 us at 1,024). Slots hold `pair + 1` (0 = empty); the key
- * is read back from the pair arrays. Linear probing with backward-shift deletion, load <= 0.75,
+ * 7.3 us per pair at 4,096 workers, 2.1 us at 1,024). Slots hold `position + 1` (0 = empty); the
+ * key is read back from the pool (the member's owner set and slot), so an entry is 4 bytes. Linear probing with backward-shift deletion, load <= 0.75,
  * the same scheme as the edge table (edge-table.ts), with the worker tables' capacities
  * (worker-table.ts: 1.5x steps, home slot = hash scaled to the capacity), so the load stays in
- * [0.5, 0.75] instead of [0.375, 0.75] (5.3-8 bytes per overflow pair instead of 5.3-10.7).
+ * [0.5, 0.75] instead of [0.375, 0.75] (5.3-8 bytes per member instead of 5.3-10.7).
  */
 
 /** 2^-32: scales a uint32 hash to [0, 1). */
 const SCALE = 2.3283064365386963e-10;
 
-function pairHash(node: number, slot: number): number {
-  let h = Math.imul(node ^ Math.imul(slot, 0x9e3779b1), 0x85ebca6b);
+function pairHash(set: number, slot: number): number {
+  let h = Math.imul(set ^ Math.imul(slot, 0x9e3779b1), 0x85ebca6b);
   h ^= h >>> 15;
   return Math.imul(h, 0x27d4eb2f) ^ (h >>> 13);
 }
@@ -23,10 +24,12 @@ function home(h: number, cap: number): number {
   return ((h >>> 0) * cap * SCALE) | 0;
 }
 
-/** The pair arrays the index reads keys from (the node store's, replaced when they grow). */
+/** The pool arrays the index reads keys from (replaced when they grow). */
 export interface PairKeys {
-  pNode: Int32Array;
-  pWorker: Int32Array;
+  /** Owner set of each position. */
+  mSet: Int32Array;
+  /** Worker slot of each position. */
+  mSlot: Int32Array;
 }
 
 export class PairIndex {
@@ -40,34 +43,44 @@ export class PairIndex {
     return this.slots.byteLength;
   }
 
-  /** The overflow pair of `slot` on `node`, or -1. */
-  find(node: number, slot: number): number {
+  /** The position of worker `slot` in set `set`, or -1. */
+  find(set: number, slot: number): number {
     const s = this.slots;
     const cap = this.cap;
-    const { pNode, pWorker } = this.keys;
-    let i = home(pairHash(node, slot), cap);
+    const { mSet, mSlot } = this.keys;
+    let i = home(pairHash(set, slot), cap);
     for (;;) {
       const v = s[i]!;
       if (v === 0) return -1;
       const p = v - 1;
-      if (pNode[p] === node && pWorker[p] === slot) return p;
+      if (mSet[p] === set && mSlot[p] === slot) return p;
       i = i + 1 === cap ? 0 : i + 1;
     }
   }
 
-  /** Adds pair `p` (its node and worker already written). */
+  /** The entry of position `from` now names `to`, where the same member was copied (same key). */
+  move(from: number, to: number): void {
+    const s = this.slots;
+    const cap = this.cap;
+    const { mSet, mSlot } = this.keys;
+    let i = home(pairHash(mSet[to]!, mSlot[to]!), cap);
+    while (s[i] !== from + 1) i = i + 1 === cap ? 0 : i + 1;
+    s[i] = to + 1;
+  }
+
+  /** Adds position `p` (its set and slot already written). */
   insert(p: number): void {
     if ((this.count + 1) * 4 > this.cap * 3) this.resize(Math.ceil(this.cap * 1.5));
     this.place(this.slots, this.cap, p);
     this.count++;
   }
 
-  /** Removes pair `p` (before its node and worker are overwritten). */
+  /** Removes position `p` (before its set and slot are overwritten). */
   remove(p: number): void {
     const s = this.slots;
     const cap = this.cap;
-    const { pNode, pWorker } = this.keys;
-    let i = home(pairHash(pNode[p]!, pWorker[p]!), cap);
+    const { mSet, mSlot } = this.keys;
+    let i = home(pairHash(mSet[p]!, mSlot[p]!), cap);
     while (s[i] !== p + 1) i = i + 1 === cap ? 0 : i + 1;
     this.count--;
     for (;;) {
@@ -78,7 +91,7 @@ export class PairIndex {
         const v = s[j]!;
         if (v === 0) return;
         const q = v - 1;
-        const h = home(pairHash(pNode[q]!, pWorker[q]!), cap);
+        const h = home(pairHash(mSet[q]!, mSlot[q]!), cap);
         // The entry at j may move to i unless its home lies cyclically in (i, j].
         if (i <= j ? h <= i || h > j : h <= i && h > j) {
           s[i] = v;
@@ -90,7 +103,7 @@ export class PairIndex {
   }
 
   private place(s: Int32Array, cap: number, p: number): void {
-    let i = home(pairHash(this.keys.pNode[p]!, this.keys.pWorker[p]!), cap);
+    let i = home(pairHash(this.keys.mSet[p]!, this.keys.mSlot[p]!), cap);
     while (s[i] !== 0) i = i + 1 === cap ? 0 : i + 1;
     s[i] = p + 1;
   }

@@ -148,6 +148,8 @@ export class RadixTree {
       this.nodes = new NodeStore(LOCAL_STORE, capacity);
       this.edges = new EdgeTable(this.nodes, capacity);
     }
+    // A member that moved in its set's array (member-sets.ts): its worker's lookup follows it.
+    this.nodes.members.moved = (slot, lo, hi, pos) => this.tables[slot]!.repoint(lo, hi, ~pos as PairRef);
     this.uses = createUseTracker(options.expirationMs, options.now);
     this.trailTree = { nodes: this.nodes, uses: this.uses, slotIds: this.slotIds, childOf: (cur, lo, hi) => this.childOf(cur, lo, hi) };
     this.budget = new PairBudget(options.maxPairs, options.lowWaterRatio);
@@ -165,10 +167,10 @@ export class RadixTree {
     const sab = (a: Int32Array | Uint32Array): SharedArrayBuffer => a.buffer as SharedArrayBuffer;
     const [edgesA, edgesB] = this.edges.buffers!;
     return {
-      header: sab(this.header), parent: sab(n.parent), node: sab(n.node), pWorker: sab(n.pWorker), pNext: sab(n.pNext),
-      pSet: sab(n.pSet), keyLo: sab(n.keyLo), keyHi: sab(n.keyHi),
+      header: sab(this.header), parent: sab(n.parent), node: sab(n.node),
+      sets: sab(n.members.sets), mSlot: sab(n.members.mSlot), keyLo: sab(n.keyLo), keyHi: sab(n.keyHi),
       edgesA, edgesB, slotLo: sab(n.slotLo), slotHi: sab(n.slotHi),
-      pMOff: sab(n.members.pMOff), mIds: sab(n.members.mIds), roots: this.edges.rootCounts.buffer as SharedArrayBuffer,
+      mIds: sab(n.members.mIds), roots: this.edges.rootCounts.buffer as SharedArrayBuffer,
     };
   }
 
@@ -178,7 +180,7 @@ export class RadixTree {
    * to the rebuilt table inside it. Returns whether a rebuilt table waits for that switch.
    */
   reserve(blocks: number): boolean {
-    this.nodes.reserve(blocks, blocks);
+    this.nodes.reserve(blocks);
     return this.edges.reserve(blocks);
   }
 
@@ -275,7 +277,7 @@ export class RadixTree {
     if (hasParent) {
       const ref = table0 === null ? null : table0.find(parentLo | 0, parentHi | 0);
       if (ref === null) return PARENT_NOT_FOUND;
-      start = ref >= 0 ? ref : nodes.pNode[~ref]!;
+      start = nodes.nodeOfRef(ref);
     }
     this.storeAt = start;
     if (n === 0) return OK;
@@ -295,7 +297,7 @@ export class RadixTree {
       const child = cur < 0 ? NONE : this.childOf(cur, tLo, tHi);
       if (table0 !== null) {
         const held = table0.find(bLo, bHi);
-        if (held !== null && (held >= 0 ? held : nodes.pNode[~held]!) !== child) return INVALID;
+        if (held !== null && nodes.nodeOfRef(held) !== child) return INVALID;
       }
       if (!seen.add(bLo, bHi)) return INVALID;
       path[i] = child;
@@ -379,9 +381,12 @@ export class RadixTree {
     const nodes = this.nodes;
     this.budget.enforce(nodes, () => this.pairs + this.hollow, (id) => {
       const w = nodes.w0(id);
-      const h = nodes.head(id);
-      if (w >= 0) this.dropPair(id as PairRef, this.tables[w]!);
-      else this.dropPair(~h as PairRef, this.tables[nodes.pWorker[h]!]!);
+      if (w >= 0) {
+        this.dropPair(id as PairRef, this.tables[w]!);
+      } else {
+        const off = nodes.members.offset(-w - 2);
+        this.dropPair(~off as PairRef, this.tables[nodes.members.mSlot[off]!]!);
+      }
     });
   }
 
@@ -448,7 +453,8 @@ export class RadixTree {
   /** Whether pair `ref` is live and the worker's in `slot` (no pair is allocated while removing). */
   private holds(ref: PairRef, slot: number): boolean {
     const nodes = this.nodes;
-    return ref >= 0 ? nodes.w0(ref) === slot : nodes.pNode[~ref] !== NONE && nodes.pWorker[~ref] === slot;
+    // A member's position is cleared (NONE) when it leaves its set or the set moves or dissolves.
+    return ref >= 0 ? nodes.w0(ref) === slot : nodes.members.mSlot[~ref] === slot;
   }
 
   /**
@@ -489,8 +495,8 @@ export class RadixTree {
     if (walker.bulkOff !== NONE) {
       // The bulk members, then the visited workers (which overwrite those of them that
       // followed a few-worker branch with their own scores).
-      const m = this.nodes.members;
-      for (let i = 0; i < walker.bulkCount; i++) scores.set(this.slotIds[m.slotAt(walker.bulkOff + i)]!, walker.bulkScore);
+      const mSlot = this.nodes.members.mSlot;
+      for (let i = 0; i < walker.bulkCount; i++) scores.set(this.slotIds[mSlot[walker.bulkMembers + i]!]!, walker.bulkScore);
     }
     const touched = walker.touched;
     const score = walker.score;
@@ -556,15 +562,13 @@ export class RadixTree {
     const n = this.nodes;
       a.parent = n.parent;
     a.node = n.node;
-    a.pWorker = n.pWorker;
-    a.pNext = n.pNext;
-    a.pSet = n.pSet;
+    a.sets = n.members.sets;
+    a.mSlot = n.members.mSlot;
     a.keyLo = n.keyLo;
     a.keyHi = n.keyHi;
     a.edges = this.edges.slotsView;
     a.edgeMask = this.edges.maskValue;
     a.roots = this.edges.rootCounts;
-    a.pMOff = n.members.pMOff;
     a.mIds = n.members.mIds;
     a.slotLo = n.slotLo;
     a.slotHi = n.slotHi;
@@ -586,7 +590,7 @@ export class RadixTree {
       if (slots[i] === 0) continue;
       const ref = table.refAt(i);
       if (ref >= 0) hashes.push(nodes.h0Lo[ref]!, nodes.h0Hi[ref]!);
-      else hashes.push(nodes.pLo[~ref]!, nodes.pHi[~ref]!);
+      else hashes.push(nodes.members.mLo[~ref]!, nodes.members.mHi[~ref]!);
     }
     for (let i = 0; i < hashes.length; i += 2) {
       const ref = table.find(hashes[i]! | 0, hashes[i + 1]! | 0);
@@ -741,26 +745,32 @@ export class RadixTree {
       this.hollow--;
       return;
     }
+    const m = nodes.members;
+    let set: number;
     if (w >= 0) {
-      // A second worker: move the inline pair into the overflow list and repoint its lookup.
+      // A second worker: the inline pair and the new one make a member set (member-sets.ts);
+      // the inline worker's lookup is repointed at its member.
       const hLo = nodes.h0Lo[node]!;
       const hHi = nodes.h0Hi[node]!;
-      nodes.setW0(node, NONE);
-      this.tables[w]!.repoint(hLo | 0, hHi | 0, nodes.allocPair(node, w as WorkerSlot, hLo, hHi));
+      set = m.create(node);
+      const p0 = m.append(set, w, hLo, hHi);
+      nodes.setW0(node, -set - 2);
+      this.tables[w]!.repoint(hLo | 0, hHi | 0, ~p0 as PairRef);
     } else {
       // O(1) membership (pair-index.ts): walking the list made a block shared by thousands of
       // workers cost O(workers) per store.
-      const p = nodes.findPair(node, slot);
+      set = -w - 2;
+      const p = m.index.find(set, slot);
       if (p !== NONE) {
-        if ((nodes.pLo[p]! | 0) === (lo | 0) && (nodes.pHi[p]! | 0) === (hi | 0)) return;
-        table.remove(nodes.pLo[p]! | 0, nodes.pHi[p]! | 0);
-        nodes.pLo[p] = lo;
-        nodes.pHi[p] = hi;
+        if ((m.mLo[p]! | 0) === (lo | 0) && (m.mHi[p]! | 0) === (hi | 0)) return;
+        table.remove(m.mLo[p]! | 0, m.mHi[p]! | 0);
+        m.mLo[p] = lo;
+        m.mHi[p] = hi;
         table.insert(~p as PairRef);
         return;
       }
     }
-    table.insert(nodes.allocPair(node, slot, lo, hi));
+    table.insert(~m.append(set, slot, lo, hi) as PairRef);
     this.pairs++;
   }
 
@@ -776,7 +786,7 @@ export class RadixTree {
     }
     u.open();
     if (ref >= 0) this.listDetach(ref as number as NodeId, u);
-    else u.add(this.nodes.pNode[~ref]!);
+    else u.add(this.nodes.members.nodeOf(~ref));
     u.begin();
     this.leaveNode(ref, table, forgetLater);
     u.end();
@@ -819,18 +829,23 @@ export class RadixTree {
       return;
     }
     const p = ~ref;
-    const node = nodes.pNode[p]!;
-    if (!forgetLater) table.remove(nodes.pLo[p]! | 0, nodes.pHi[p]! | 0);
-    nodes.freePairIndex(p);
-    const h = nodes.head(node);
-    if (h !== NONE && nodes.pNext[h] === NONE) {
+    const m = nodes.members;
+    const set = m.mSet[p]!;
+    const node = m.nodeOfSet(set);
+    // Out of the worker's lookup now even with `forgetLater`: the set's last member takes this
+    // position, and an entry left pointing at it would read that member's hash as its key.
+    table.remove(m.mLo[p]! | 0, m.mHi[p]! | 0);
+    if (m.remove(p) === 1) {
       // One worker left: store it inline again and repoint its lookup.
-      const w = nodes.pWorker[h]!;
-      nodes.h0Lo[node] = nodes.pLo[h]!;
-      nodes.h0Hi[node] = nodes.pHi[h]!;
-      this.tables[w]!.repoint(nodes.pLo[h]! | 0, nodes.pHi[h]! | 0, node as PairRef);
-      nodes.freePairIndex(h);
+      const off = m.offset(set);
+      const w = m.mSlot[off]!;
+      const hLo = m.mLo[off]!;
+      const hHi = m.mHi[off]!;
+      nodes.h0Lo[node] = hLo;
+      nodes.h0Hi[node] = hHi;
       nodes.setW0(node, w);
+      m.dissolve(set);
+      this.tables[w]!.repoint(hLo | 0, hHi | 0, node as PairRef);
     }
   }
 

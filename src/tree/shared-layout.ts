@@ -2,8 +2,8 @@
  * The part of a shard's tree that lookups on another thread read, in shared memory: the edge
  * table (two buffers: a resized table is built in the inactive one while readers keep using
  * the active one, then switched), each node's parent and its record (tokens-hash key, first
- * child and child class, worker set), the overflow pairs' worker and next links and their lists' counts
- * and fingerprints, the slots' fingerprint keys, and the slot -> worker id table. Everything
+ * child and child class, worker set), the member sets' records (count, fingerprint, offsets) and
+ * their members' slots and id words, the slots' fingerprint keys, and the slot -> worker id table. Everything
  * else (the per-worker external-hash lookups, child counts, free lists) stays private to the
  * shard thread, as in Dynamo.
  *
@@ -61,18 +61,17 @@ export interface SharedTreeLayout {
   parent: SharedArrayBuffer;
   /** Node records: tokens hash halves, child word, worker set word (node-store.ts). */
   node: SharedArrayBuffer;
-  pWorker: SharedArrayBuffer;
-  pNext: SharedArrayBuffer;
-  /** Overflow lists' counts and fingerprints (node-store.ts, 3 words per pair). */
-  pSet: SharedArrayBuffer;
+  /** Member set records (member-sets.ts, `SET_WORDS` per set). */
+  sets: SharedArrayBuffer;
+  /** Members' worker slots, per pool position. */
+  mSlot: SharedArrayBuffer;
   keyLo: SharedArrayBuffer;
   keyHi: SharedArrayBuffer;
   edgesA: SharedArrayBuffer;
   edgesB: SharedArrayBuffer;
   slotLo: SharedArrayBuffer;
   slotHi: SharedArrayBuffer;
-  /** Member arrays (member-arrays.ts): offset at each list head, and the members' id words. */
-  pMOff: SharedArrayBuffer;
+  /** Id words of the members of large sets (member-sets.ts). */
   mIds: SharedArrayBuffer;
   /** Root keys (edge-table.ts `ROOT_SLOTS`): fixed size, never grows. */
   roots: SharedArrayBuffer;

@@ -5,7 +5,7 @@
  * a tree has a frequency window, since every visited node's use must be recorded anyway.
  */
 import type { OverlapScores } from '../protocol/types.js';
-import { NONE, ROOT, type NodeStore } from './node-store.js';
+import { ROOT, type NodeStore } from './node-store.js';
 import type { UseTracker } from './use-tracker.js';
 
 /** What the walk reads of a tree: its nodes, the child probe, the trail, the slots' ids. */
@@ -27,7 +27,7 @@ export function walkWithTrail(
   tree: TrailTree, score: Int32Array, touched: number[], words: Uint32Array, off: number, n: number, earlyExit: boolean,
 ): OverlapScores {
   const nodes = tree.nodes;
-  const { pWorker, pNext } = nodes;
+  const m = nodes.members;
   const frequencies: number[] = [];
   const uses = tree.uses;
   const t = uses.now();
@@ -45,8 +45,11 @@ export function walkWithTrail(
         if (i === 0) touched.push(s);
       }
     } else {
-      for (let p = -s - 2; p !== NONE; p = pNext[p]!) {
-        const w = pWorker[p]!;
+      const mSlot = m.mSlot;
+      const set = -s - 2;
+      const off = m.offset(set);
+      for (let p = off, end = off + m.count(set); p < end; p++) {
+        const w = mSlot[p]!;
         if (score[w] === i) {
           score[w] = i + 1;
           if (i === 0) touched.push(w);

@@ -15,7 +15,8 @@
  * whole, and the walk never read what the unit in progress changes.
  *
  * A node is listed when the unit changes its record words (first child, worker set), its
- * overflow list or member array, or when an edge-table entry of one of its children may move
+ * member set (member-sets.ts: a set only ever changes, moves or grows in a unit that lists its
+ * node; a range it leaves is reused only by a later unit), or when an edge-table entry of one of its children may move
  * (backward-shift deletion moves the later entries of a cluster: their parents are listed, so
  * a reader at such a parent never probes a cluster with a hole in it). Writes no reader can
  * reach (a new node before it is linked, a freed node, a new slot) need no listing.

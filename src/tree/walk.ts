@@ -14,8 +14,8 @@
  * workers that left are closed; a worker that arrives after the first node opens no run. When no
  * run goes on, the walk stops: nobody can score deeper. At the end, the open runs are closed.
  *
- * Bulk listing: when the path starts on a node with a member array (held by many workers, a
- * shared system prompt: member-arrays.ts), its workers are not visited at all while its set
+ * Bulk listing: when the path starts on a node whose member set keeps its members' id words
+ * (held by many workers, a shared system prompt: member-sets.ts), its workers are not visited at all while its set
  * lasts. If it lasts to the end, or gives way to at most `FEW` workers (a conversation's own
  * blocks), the result gets all members with one copy of their id words and one fill of their
  * score (`emit`), and only the few are visited. Any other change visits the set as above.
@@ -29,18 +29,21 @@ export interface LookupArrays {
   parent: Int32Array;
   /** Node records, 4 words (node-store.ts: tokens hash halves, child word, worker set word). */
   node: Int32Array;
-  pWorker: Int32Array;
-  pNext: Int32Array;
-  /** Overflow lists' counts and fingerprint halves, 3 words per pair (node-store.ts). */
-  pSet: Int32Array;
+  /**
+   * Member sets (member-sets.ts), 5 words each (`SET_WORDS`, literal offsets below): [0] count,
+   * [1] [2] fingerprint halves, [3] members' offset in `mSlot`, [4] id words' offset in `mIds`
+   * or NONE.
+   */
+  sets: Int32Array;
+  /** Worker slot per pool position. */
+  mSlot: Int32Array;
   keyLo: Uint32Array;
   keyHi: Uint32Array;
   edges: Int32Array;
   edgeMask: number;
   /** Root keys: counts of the root's children by key bits (edge-table.ts `ROOT_SLOTS`); empty: none. */
   roots: Int32Array;
-  /** Member arrays (member-arrays.ts): offset at list heads, members' id words. */
-  pMOff: Int32Array;
+  /** Id words of the members of large sets (2 per position of their id range). */
   mIds: Uint32Array;
   /** Worker id halves per slot. */
   slotLo: Uint32Array;
@@ -49,9 +52,9 @@ export interface LookupArrays {
 
 const NONE = -1;
 /**
- * A path that starts on a node with a member array keeps that node's workers unvisited while
- * its set lasts; when it shrinks to at most this many workers, the walk finds each of them in
- * the member array (a scan: ~1 us per 4,096 members) and goes on with them alone. Larger
+ * A path that starts on a node whose set keeps id words keeps that node's workers unvisited
+ * while its set lasts; when it shrinks to at most this many workers, the walk finds each of them
+ * among the id words (a scan: ~1 us per 4,096 members) and goes on with them alone. Larger
  * changes visit the set as usual.
  */
 const FEW = 8;
@@ -61,9 +64,9 @@ export function emptyLookupArrays(): LookupArrays {
   const i = (): Int32Array => new Int32Array(0);
   const u = (): Uint32Array => new Uint32Array(0);
   return {
-    parent: i(), node: i(), pWorker: i(), pNext: i(),
-    pSet: i(), keyLo: u(), keyHi: u(), edges: i(), edgeMask: 0, roots: i(),
-    pMOff: i(), mIds: u(), slotLo: u(), slotHi: u(),
+    parent: i(), node: i(), sets: i(), mSlot: i(),
+    keyLo: u(), keyHi: u(), edges: i(), edgeMask: 0, roots: i(),
+    mIds: u(), slotLo: u(), slotHi: u(),
   };
 }
 /** Stamps restart (and the stamp array is cleared) before they could overflow an int32. */
@@ -81,10 +84,12 @@ export class WalkScratch {
   private runStart = new Int32Array(16);
   private stamp = 0;
   /**
-   * After a walk: the member array listed in bulk (its offset, NONE for none), its size, its
-   * members' score, and the positions in it of members listed among the visited instead.
+   * After a walk: the member set listed in bulk (the offset of its id words, NONE for none, and
+   * of its members' slots), its size, its members' score, and the positions in it of members
+   * listed among the visited instead.
    */
   bulkOff = NONE;
+  bulkMembers = NONE;
   bulkCount = 0;
   bulkScore = 0;
   /**
@@ -94,7 +99,7 @@ export class WalkScratch {
   aborted = false;
   private readonly exempt = new Int32Array(FEW);
   private exemptCount = 0;
-  /** The last member array view copied from, kept: a lookup allocates nothing in steady state. */
+  /** The last id-word view copied from, kept: a lookup allocates nothing in steady state. */
   private view: Uint32Array = new Uint32Array(0);
   private viewOf: Uint32Array | null = null;
   private viewOff = -1;
@@ -123,11 +128,12 @@ export class WalkScratch {
    * result): every loop over a list is bounded by the pair count, so the walk ends regardless.
    */
   walk(a: LookupArrays, words: Uint32Array, off: number, n: number, earlyExit: boolean, guard: Int32Array | null = null, guardN = 0): number {
-    const { parent, node, pWorker, pNext, pSet, keyLo, keyHi, edges, edgeMask, pMOff, roots } = a;
+    const { parent, node, sets, mSlot, keyLo, keyHi, edges, edgeMask, roots } = a;
     const rootMask = roots.length - 1; // -1: no root keys
     this.aborted = guardN > 0 && listed(guard!, guardN, 0);
     if (this.aborted) return 0;
-    const most = pNext.length; // no list is longer: a bound for lists changing under the walk
+    // Member loops end at the pool's end too: a set read without the lock may be changing.
+    const most = mSlot.length;
     if (this.stamp > STAMP_LIMIT) {
       this.mark.fill(0);
       this.stamp = 0;
@@ -145,10 +151,10 @@ export class WalkScratch {
     let activeLo = 0;
     let activeHi = 0;
     let depth = 0;
-    // The first node's member array, while its workers stay unvisited (see FEW), and the depth
+    // The first node's member set, while its workers stay unvisited (see FEW), and the depth
     // where its set gave way to a few of its workers (-1 while it lasts).
     let bulk = NONE;
-    let bulkHead = NONE;
+    let bulkHead = NONE; // the bulk set's members' offset
     let bulkCnt = 0;
     let bulkEnd = -1;
     this.exemptCount = 0;
@@ -208,32 +214,33 @@ export class WalkScratch {
         fLo = keyLo[s]! | 0; // int32, as the lists' fingerprints
         fHi = keyHi[s]! | 0;
       } else {
-        const r = (-s - 2) * 3;
-        cnt = pSet[r]!;
-        fLo = pSet[r + 1]!;
-        fHi = pSet[r + 2]!;
+        const r = (-s - 2) * 5;
+        cnt = sets[r]!;
+        fLo = sets[r + 1]!;
+        fHi = sets[r + 2]!;
       }
       if (prev === NONE || cnt !== activeCnt || fLo !== activeLo || fHi !== activeHi) {
         const stamp = ++this.stamp;
         let alive = cnt; // workers whose run goes on through this node
-        if (prev === NONE && s < 0 && pMOff[-s - 2]! >= 0) {
+        if (prev === NONE && s < 0 && sets[(-s - 2) * 5 + 4]! >= 0) {
           // The path starts on a node held by many workers: they stay unvisited, listed in bulk.
-          bulkHead = -s - 2;
-          bulk = pMOff[bulkHead]!;
+          bulkHead = sets[(-s - 2) * 5 + 3]!;
+          bulk = sets[(-s - 2) * 5 + 4]!;
           bulkCnt = cnt;
         } else if (bulk !== NONE && bulkEnd < 0 && cnt < bulkCnt && cnt <= FEW) {
-          // The bulk set gives way to a few workers: those found in the member array continue
+          // The bulk set gives way to a few workers: those found among its id words continue
           // their run from depth 1 (and leave the bulk listing); the others never scored.
           bulkEnd = depth;
           if (s >= 0) {
             count = this.fromBulk(a, bulk, bulkCnt, s, count, stamp);
           } else {
-            for (let p = -s - 2, g = most; p !== NONE && g > 0; p = pNext[p]!, g--) count = this.fromBulk(a, bulk, bulkCnt, pWorker[p]!, count, stamp);
+            const m0 = sets[(-s - 2) * 5 + 3]!;
+            for (let p = m0, end = Math.min(m0 + cnt, most); p < end; p++) count = this.fromBulk(a, bulk, bulkCnt, mSlot[p]!, count, stamp);
           }
           alive = this.exemptCount;
         } else {
           if (bulk !== NONE) {
-            count = this.visitBulk(a, bulkHead, bulkEnd, count, base, prevStamp);
+            count = this.visitBulk(a, bulkHead, bulkCnt, bulkEnd, count, base, prevStamp);
             bulk = NONE;
             this.exemptCount = 0;
           }
@@ -245,8 +252,9 @@ export class WalkScratch {
             count = enter(s, mark, runStart, score, touched, count, prevStamp, stamp);
             if (mark[s] === stamp) alive = 1;
           } else {
-            for (let p = -s - 2, g = most; p !== NONE && g > 0; p = pNext[p]!, g--) {
-              const w = pWorker[p]!;
+            const m0 = sets[(-s - 2) * 5 + 3]!;
+            for (let p = m0, end = Math.min(m0 + cnt, most); p < end; p++) {
+              const w = mSlot[p]!;
               count = enter(w, mark, runStart, score, touched, count, prevStamp, stamp);
               if (mark[w] === stamp) alive++;
             }
@@ -256,8 +264,10 @@ export class WalkScratch {
             if (ps >= 0) {
               if (mark[ps] === prevStamp) score[ps] = score[ps]! + depth - runStart[ps]!;
             } else {
-              for (let p = -ps - 2, g = most; p !== NONE && g > 0; p = pNext[p]!, g--) {
-                const w = pWorker[p]!;
+              const rp = (-ps - 2) * 5;
+              const m0 = sets[rp + 3]!;
+              for (let p = m0, end = Math.min(m0 + sets[rp]!, most); p < end; p++) {
+                const w = mSlot[p]!;
                 if (mark[w] === prevStamp) score[w] = score[w]! + depth - runStart[w]!;
               }
             }
@@ -277,6 +287,7 @@ export class WalkScratch {
       cur = child;
     }
     this.bulkOff = bulk;
+    this.bulkMembers = bulkHead;
     this.bulkCount = bulkCnt;
     if (bulk !== NONE && bulkEnd < 0) {
       // The bulk set lasted to the end: every member held the whole path.
@@ -290,8 +301,10 @@ export class WalkScratch {
       if (ps >= 0) {
         if (mark[ps] === prevStamp) score[ps] = score[ps]! + depth + 1 - runStart[ps]!;
       } else {
-        for (let p = -ps - 2, g = most; p !== NONE && g > 0; p = pNext[p]!, g--) {
-          const w = pWorker[p]!;
+        const rp = (-ps - 2) * 5;
+        const m0 = sets[rp + 3]!;
+        for (let p = m0, end = Math.min(m0 + sets[rp]!, most); p < end; p++) {
+          const w = mSlot[p]!;
           if (mark[w] === prevStamp) score[w] = score[w]! + depth + 1 - runStart[w]!;
         }
       }
@@ -319,11 +332,11 @@ export class WalkScratch {
    * cannot follow: while the set lasts (`bulkEnd` -1) they join the active set (runs from depth
    * 1, stamped `active`); after it gave way, those not already followed get their run's score.
    */
-  private visitBulk(a: LookupArrays, head: number, bulkEnd: number, count: number, base: number, active: number): number {
-    const { pWorker, pNext } = a;
+  private visitBulk(a: LookupArrays, head: number, cnt: number, bulkEnd: number, count: number, base: number, active: number): number {
+    const mSlot = a.mSlot;
     const { touched, score, mark, runStart } = this;
-    for (let p = head, g = pNext.length; p !== NONE && g > 0; p = pNext[p]!, g--) {
-      const w = pWorker[p]!;
+    for (let p = head, end = Math.min(head + cnt, mSlot.length); p < end; p++) {
+      const w = mSlot[p]!;
       if (mark[w]! >= base) continue; // one of the few that followed it, already listed
       touched[count++] = w;
       if (bulkEnd < 0) {
@@ -431,7 +444,7 @@ function rootChild(a: LookupArrays, lo: number, hi: number): number {
   return findChild(a.edges, a.edgeMask, a.parent, node, 0, lo, hi);
 }
 
-/** Position of the worker with id words (lo, hi) in a member array, or -1. */
+/** Position of the worker with id words (lo, hi) in a set's id words, or -1. */
 function findMember(ids: Uint32Array, off: number, cnt: number, lo: number, hi: number): number {
   const end = Math.min(cnt, ids.length >>> 1); // bounded, as in `emit`
   for (let i = 0, j = 2 * off; i < end; i++, j += 2) if (ids[j] === lo && ids[j + 1] === hi) return i;

@@ -2,7 +2,8 @@
  * One worker's reverse lookup: external block hash -> the worker's pair on a node.
  *
  * Slots hold an encoded `PairRef` only (0 = empty; `ref + 1` for inline pairs, `ref` itself for
- * overflow pairs, which are negative); the hash is read back from the pair. Linear probing with
+ * members of a member set, which are negative: `~position`); the hash is read back from the
+ * pair. A member that moves in its set is repointed (`repoint`, member-sets.ts `moved`). Linear probing with
  * backward-shift deletion, load at most 0.75. Iterating the slots enumerates the worker's blocks,
  * which is what `clearWorker` and the dump use.
  *
@@ -53,11 +54,11 @@ export class WorkerTable {
   // That was ~36 MB of garbage per replay of the conversation workload in a shard thread, whose
   // scavenges (up to 5 ms) then ran inside write sections while lookups waited for the lock.
   private keyLo(v: number): number {
-    return (v > 0 ? this.nodes.h0Lo[v - 1]! : this.nodes.pLo[~v]!) | 0;
+    return (v > 0 ? this.nodes.h0Lo[v - 1]! : this.nodes.members.mLo[~v]!) | 0;
   }
 
   private keyHi(v: number): number {
-    return (v > 0 ? this.nodes.h0Hi[v - 1]! : this.nodes.pHi[~v]!) | 0;
+    return (v > 0 ? this.nodes.h0Hi[v - 1]! : this.nodes.members.mHi[~v]!) | 0;
   }
 
   /** The slot index holding the hash (halves as int32: `x | 0`), or -1. */

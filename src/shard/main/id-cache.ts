@@ -1,6 +1,6 @@
 /**
  * Worker ids as bigints, keyed by their (lo, hi) words, for the workers a Map-returning lookup
- * through shards lists in bulk (a prompt held by many: member arrays hold id words, not slots;
+ * through shards lists in bulk (a prompt held by many: large member sets hold id words, not slots;
  * score-list.ts): each takes its id from here instead of a new bigint per worker per lookup.
  * Converting made the 2-shard `findMatchesSync` ~0.1 us slower per lookup on the conversation
  * tree when every match went through here (mean 0.98 against 0.84-0.90 us with cached ids, in

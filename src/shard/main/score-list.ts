@@ -6,7 +6,7 @@
  * Each match is its worker's id as a bigint (`keys`) and its score (`vals`). A worker visited by
  * the walk takes its id from its shard's slot cache (slot-ids.ts) under the lock; a slot the cache
  * cannot answer for is listed as pending, with the id words read under the lock, and its bigint
- * is made after the release. Workers listed in bulk (a prompt held by many: member-arrays.ts) are
+ * is made after the release. Workers listed in bulk (a prompt held by many: member-sets.ts) are
  * copied as id words (`bulk`) and take their ids from `IdCache`.
  *
  * Against the previous gathering (every shard's matches written as id words into one scratch

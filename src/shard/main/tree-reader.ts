@@ -236,9 +236,8 @@ export class TreeReader {
     const a = this.arrays;
     a.parent = i32(l.parent);
     a.node = i32(l.node);
-    a.pWorker = i32(l.pWorker);
-    a.pNext = i32(l.pNext);
-    a.pSet = i32(l.pSet);
+    a.sets = i32(l.sets);
+    a.mSlot = i32(l.mSlot);
     a.keyLo = u32(l.keyLo);
     a.keyHi = u32(l.keyHi);
     const mask = Atomics.load(h, H.EDGE_MASK);
@@ -247,7 +246,6 @@ export class TreeReader {
     a.roots = i32(l.roots);
     a.slotLo = u32(l.slotLo);
     a.slotHi = u32(l.slotHi);
-    a.pMOff = i32(l.pMOff);
     a.mIds = u32(l.mIds);
   }
 }

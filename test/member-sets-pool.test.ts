@@ -1,8 +1,9 @@
 /**
- * The member arrays' pool (src/tree/member-arrays.ts): arrays that grow in lockstep (every
- * worker joins each node of a shared prompt in turn) reuse the words their neighbours outgrew,
- * so the pool stays near the size of its members instead of keeping every outgrown generation;
- * and lookups stay exact while arrays grow in place, move into freed ranges and shrink away.
+ * The member sets' pool (src/tree/member-sets.ts, range-pool.ts): sets that grow in lockstep
+ * (every worker joins each node of a shared prompt in turn) reuse the positions their
+ * neighbours outgrew, so the pool stays near the size of its sets instead of keeping every
+ * outgrown generation; and lookups stay exact while sets grow in place, move into freed ranges
+ * and shrink away.
  */
 import { describe, expect, it } from 'vitest';
 import { fleet } from '../bench/fleet-gen.js';
@@ -11,20 +12,30 @@ import type { RouterEvent } from '../src/protocol/types.js';
 import { RadixTree } from '../src/tree/radix-tree.js';
 import { sortedScores } from './support/compare.js';
 
-/** Pool words (capacity of the slot array) of a tree's member arrays. */
-const poolWords = (t: RadixTree): number => (t.nodes.members as unknown as { mSlot: Int32Array }).mSlot.length;
+/** Pool positions (capacity of the slot array) of a tree's member sets. */
+const poolWords = (t: RadixTree): number => t.nodes.members.mSlot.length;
+
+/** A set's capacity once it holds `n` members: 2, then 1.5x steps (member-sets.ts `growSet`). */
+function capacityFor(n: number): number {
+  let c = 2;
+  while (c < n) c = Math.max(c + 1, Math.ceil(c * 1.5));
+  return c;
+}
 
 const cleared = (workerId: bigint): RouterEvent => ({ workerId, event: { eventId: 2n, data: { type: 'cleared' } } });
 
-describe('member arrays pool', () => {
-  it('holds lockstep growth in under 1.6x its members (every outgrown generation kept was 1.88x)', () => {
+describe('member sets pool', () => {
+  it('keeps no outgrown generation in lockstep growth, and the pool under 1.6x its live sets (every generation kept was 2.9x)', () => {
     const f = fleet(512, 'shared', 16, 0);
     const tree = new RadixTree();
     for (const e of f.events) expect(tree.applyEvent(e)).toBe('ok');
-    // 16 nodes of 512 members, arrays of 512 plus a capacity word each.
-    const live = 16 * 513;
-    // Outgrown generations 64 + 128 + 256 (+1 each) kept beside them: 1.88x.
-    expect(16 * (65 + 129 + 257 + 513)).toBeGreaterThan(1.85 * live);
+    // 16 nodes of 512 members in sets of capacity 710.
+    const live = 16 * capacityFor(512);
+    expect(tree.nodes.members.poolUsed).toBe(live);
+    // Every outgrown generation (2, 3, 5, ..., 473) kept beside them would be 2.9x.
+    let all = 0;
+    for (let c = 2; c < 512; c = Math.max(c + 1, Math.ceil(c * 1.5))) all += c;
+    expect(16 * all + live).toBeGreaterThan(2.8 * live);
     expect(poolWords(tree)).toBeLessThan(1.6 * live);
   });
 
