@@ -19,6 +19,16 @@ export interface ShardedIndexerOptions {
    * `stats()[i].evicted`. Default: no budget.
    */
   maxPairs?: number;
+  /**
+   * Capacity hint: the (worker, block) pairs the indexer expects to hold (split evenly over the
+   * shards). Each tree's node arrays are sized for that many nodes in `create()` (a node per pair
+   * bounds them unless blocks are shared) instead of growing in 1.25x steps as blocks come, so
+   * their fresh pages are written once, before the first event, rather than by the ingest.
+   * Memory for the hint is taken at once (~29 bytes a node in-thread, 16 of them touched at
+   * creation); more pairs than hinted still fit, the arrays grow past it as without it. Default:
+   * none (the trees start small).
+   */
+  expectedPairs?: number;
   logger?: Logger;
   /** Backlog (queued + in-flight events) above which `needsDrain` is set. Default 65,536. */
   highWaterEvents?: number;
@@ -62,6 +72,12 @@ export interface ShardedIndexerOptions {
   warmUp?: boolean;
 }
 
+/**
+ * Bound of `expectedPairs`: a tree's node ids stay below 2^28 (node-store.ts `MAX_NODES`), so
+ * a hint at or above it cannot be reserved in one tree.
+ */
+export const MAX_EXPECTED_PAIRS = 2 ** 28 - 1;
+
 /** Keep-warm's default period (keep-warm.ts: why it is on by default). */
 export const DEFAULT_KEEP_WARM_MS = 1;
 
@@ -97,6 +113,9 @@ export function checkOptions(o: ShardedIndexerOptions): void {
   }
   if (o.maxPairs !== undefined && !(Number.isSafeInteger(o.maxPairs) && o.maxPairs >= Math.max(1, o.shards))) {
     bad(`maxPairs: expected an integer >= max(1, shards), got ${String(o.maxPairs)}`);
+  }
+  if (o.expectedPairs !== undefined && !(Number.isSafeInteger(o.expectedPairs) && o.expectedPairs >= 0 && o.expectedPairs < MAX_EXPECTED_PAIRS)) {
+    bad(`expectedPairs: expected an integer 0..${MAX_EXPECTED_PAIRS - 1}, got ${String(o.expectedPairs)}`);
   }
   if (o.highWaterEvents !== undefined && !(Number.isInteger(o.highWaterEvents) && o.highWaterEvents > 0)) {
     bad(`highWaterEvents: expected a positive integer, got ${String(o.highWaterEvents)}`);
