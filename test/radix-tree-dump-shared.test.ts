@@ -64,4 +64,35 @@ describe('RadixTree dump of nodes many workers share', () => {
     const full = [...back.findMatches(seq).scores.values()].filter((s) => s === PROMPT).length;
     expect(full).toBe(kept);
   });
+
+  it('dumps every child of a node that the sessions of 100 workers continue (grouped by worker past 64 edges)', () => {
+    const t = new RadixTree();
+    const prompt = Array.from({ length: 4 }, (_, i) => ({ tokensHash: 0x2000n + BigInt(i), blockHash: 0n }));
+    for (let w = 0; w < 100; w++) {
+      const worker = 0xfedc_ba98_0000_0000n + BigInt(w);
+      const mine = prompt.map((b, i) => ({ tokensHash: b.tokensHash, blockHash: (BigInt(w + 1) << 32n) | BigInt(i + 1) }));
+      t.applyEvent({ workerId: worker, event: { eventId: 0n, data: { type: 'stored', parentHash: null, blocks: mine } } });
+      // Two sessions of its own and one of three shared ones, all below the prompt's last block.
+      for (let s = 0; s < 3; s++) {
+        const tok = (i: number): bigint => (s === 2 ? 0x3000n + BigInt((w % 3) * 8 + i) : 0x4000_0000n + BigInt(w * 64 + s * 8 + i));
+        const blocks = Array.from({ length: 2 }, (_, i) => ({ tokensHash: tok(i), blockHash: (BigInt(w + 1) << 32n) | BigInt(100 + s * 8 + i) }));
+        t.applyEvent({ workerId: worker, event: { eventId: 1n + BigInt(s), data: { type: 'stored', parentHash: mine[3]!.blockHash, blocks } } });
+      }
+    }
+    expect(t.size).toBe(100 * (4 + 3 * 2));
+    const events = t.dumpEvents();
+    const got = pairs(events);
+    expect(got.length).toBe(t.size);
+    expect(new Set(got).size).toBe(got.length);
+    // Each worker: its prompt chain, then each session as a chain whose parent is its own hash
+    // of the prompt's last block.
+    for (const e of events) {
+      if (e.event.data.type !== 'stored' || e.event.data.parentHash === null) continue;
+      const w = e.workerId - 0xfedc_ba98_0000_0000n;
+      expect(e.event.data.parentHash).toBe(((w + 1n) << 32n) | 4n);
+    }
+    const back = new RadixTree();
+    for (const e of events) expect(back.applyEvent(e)).toBe('ok');
+    expect(pairs(back.dumpEvents())).toEqual(got);
+  });
 });
