@@ -21,12 +21,14 @@ export interface ShardedIndexerOptions {
   maxPairs?: number;
   /**
    * Capacity hint: the (worker, block) pairs the indexer expects to hold (split evenly over the
-   * shards). Each tree's node arrays are sized for that many nodes in `create()` (a node per pair
-   * bounds them unless blocks are shared) instead of growing in 1.25x steps as blocks come, so
-   * their fresh pages are written once, before the first event, rather than by the ingest.
-   * Memory for the hint is taken at once (~29 bytes a node in-thread, 16 of them touched at
-   * creation); more pairs than hinted still fit, the arrays grow past it as without it. Default:
-   * none (the trees start small).
+   * shards). Each tree's node arrays are sized for that many nodes in `create()` (a tree has at
+   * most a node per pair; shared blocks need fewer) instead of growing in 1.25x steps as blocks
+   * come, so their pages are written once, before the first event, rather than by the ingest.
+   * Measured on 1M pairs of a fleet workload (fresh processes, loaded 2-core VM): fresh
+   * in-thread ingest 2.0-2.9x faster with it, create() ~130 ms; 2 shards gain little (their
+   * shared buffers grew in place already). The memory is taken at once: 29 bytes a node, the 20
+   * of the node record and parent written at creation. More pairs than hinted still fit: the
+   * arrays grow past it as without it. Default: none (the trees start small).
    */
   expectedPairs?: number;
   logger?: Logger;
