@@ -24,9 +24,9 @@ export interface ShardedIndexerOptions {
    * shards). Each tree's node arrays are sized for that many nodes in `create()` (a tree has at
    * most a node per pair; shared blocks need fewer) instead of growing in 1.25x steps as blocks
    * come, so their pages are written once, before the first event, rather than by the ingest.
-   * Measured on 1M pairs of a fleet workload (fresh processes, loaded 2-core VM): fresh
-   * in-thread ingest 2.0-2.9x faster with it, create() ~130 ms; 2 shards gain little (their
-   * shared buffers grew in place already). The memory is taken at once: 29 bytes a node, the 20
+   * Measured on 1M pairs of a fleet workload (fresh processes, 2-core VM, BENCHMARKS.md fleet
+   * run 4): fresh in-thread ingest 2.0-2.9x faster with it (quiet host: 876 -> 418 ms, create()
+   * 60 ms); 2 shards 716 -> 525 ms (their shared buffers grew in place already, no copies). The memory is taken at once: 29 bytes a node, the 20
    * of the node record and parent written at creation. More pairs than hinted still fit: the
    * arrays grow past it as without it. Default: none (the trees start small).
    */
