@@ -11,10 +11,10 @@
  * - `restore <snapshot> <shards>`: a restarting router: reads the snapshot file, creates an
  *   indexer, restores it (`restoreSnapshot(bytes)`, the product path of the NATS
  *   snapshot recovery for bincode) and answers one lookup; each step timed.
- * - `ingest <workload> <shards> <max-blocks> [no-warm-up]`: the workload's first events (up to
+ * - `ingest <workload> <shards> <max-blocks> [flags]`: the workload's first events (up to
  *   max-blocks stored blocks) parsed into memory, then applied to a fresh indexer and flushed
- *   (fresh), every worker removed, and applied again (warm); `warm-up` creates the indexer
- *   with `warmUp: true`.
+ *   (fresh), every worker removed, and applied again (warm). Flags, comma-separated: `warm-up`
+ *   creates the indexer with `warmUp: true`, `presize` with `expectedPairs: max-blocks`.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
@@ -151,7 +151,9 @@ async function restore(file: string, shards: number): Promise<Record<string, unk
   };
 }
 
-async function ingest(file: string, shards: number, maxBlocks: number, warmUp: boolean): Promise<Record<string, unknown>> {
+async function ingest(file: string, shards: number, maxBlocks: number, flags: string[]): Promise<Record<string, unknown>> {
+  const warmUp = flags.includes('warm-up');
+  const presize = flags.includes('presize');
   const source = await openLineSource(file);
   const events: RouterEvent[] = [];
   const workers = new Set<bigint>();
@@ -168,7 +170,7 @@ async function ingest(file: string, shards: number, maxBlocks: number, warmUp: b
     blocks += blocksOf(op.event);
   }
   const c0 = performance.now();
-  const ix = await ShardedIndexer.create({ shards, blockSize: BLOCK_SIZE, warmUp });
+  const ix = await ShardedIndexer.create({ shards, blockSize: BLOCK_SIZE, warmUp, ...(presize ? { expectedPairs: maxBlocks } : {}) });
   const createMs = performance.now() - c0;
   const run = async (): Promise<number> => {
     gc();
@@ -186,7 +188,7 @@ async function ingest(file: string, shards: number, maxBlocks: number, warmUp: b
   await removeAll(ix, workers);
   const warmMs = await run();
   await ix.close();
-  return { shards, warmUp, events: events.length, blocks, pairs, createMs, freshMs, warmMs };
+  return { shards, warmUp, presize, events: events.length, blocks, pairs, createMs, freshMs, warmMs };
 }
 
 async function main(): Promise<void> {
@@ -195,7 +197,7 @@ async function main(): Promise<void> {
   let out: Record<string, unknown>;
   if (mode === 'measure') out = await measure(file!, shards, extra!);
   else if (mode === 'restore') out = await restore(file!, shards);
-  else if (mode === 'ingest') out = await ingest(file!, shards, Number(extra), flag === 'warm-up');
+  else if (mode === 'ingest') out = await ingest(file!, shards, Number(extra), (flag ?? '').split(','));
   else throw new Error(`unknown mode ${String(mode)}`);
   process.stdout.write(`${JSON.stringify(out)}\n`);
 }

@@ -13,6 +13,8 @@
  * 1M and 16.4M take ~10 minutes on the 2-core dev VM (the workloads are generated once and kept
  * in $TMPDIR/kvindex-fleet-bench). `KVX_FLEET_SIZES=1m,16m,64m` adds 65.5M pairs (~5.5 GB for
  * the generator, a 4.9 GB workload file, the indexer process ~5-8 GB): run it alone.
+ * `KVX_FLEET_SHARDS=0` (or `2`) measures one shard count only; `KVX_FLEET_INGEST=0` skips the
+ * ingest comparison, `KVX_FLEET_SIZES=none` runs only that.
  */
 import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
@@ -72,13 +74,15 @@ async function child(args: string[], heapMb: number): Promise<Json | string> {
 
 export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const sizes = opts.quick ? ['1m'] : (process.env['KVX_FLEET_SIZES'] ?? '1m,16m').split(',').filter((s) => s in SIZES);
+  // KVX_FLEET_SHARDS=0 or =2 runs one side alone (65.5M pairs: each row is ~20 minutes here).
+  const shardCounts = (process.env['KVX_FLEET_SHARDS'] ?? '0,2').split(',').map(Number).filter((n) => n === 0 || n === 2);
   const rows: Row[] = [];
   const failures: string[] = [];
   for (const size of sizes) {
     const engines = SIZES[size]!;
     const file = await workload(opts.shared, engines);
     const heapMb = engines >= 4000 ? 12_288 : engines >= 1000 ? 6144 : 2048;
-    for (const shards of [0, 2]) {
+    for (const shards of shardCounts) {
       const snap = resolve(tmpdir(), `kvindex-fleet-bench-${process.pid}-${engines}-${shards}.bin`);
       process.stderr.write(`fleet-scale: ${engines} engines, shards ${shards}\n`);
       const m = await child(['measure', file, String(shards), snap], heapMb);
@@ -122,10 +126,14 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   // KVX_FLEET_INGEST=0 skips this part (a run of the big sizes alone).
   const rounds = process.env['KVX_FLEET_INGEST'] === '0' ? 0 : opts.quick ? 1 : 3;
   const maxBlocks = 1_000_000;
+  // `expectedPairs` (the capacity hint, src/indexer/options.ts) is the ingest's stored blocks.
   const sides = [
     { name: 'in-thread', shards: 0, flag: 'x' },
     { name: '2 shards, warmUp: true', shards: 2, flag: 'warm-up' },
     { name: '2 shards (default, no warm-up)', shards: 2, flag: 'x' },
+    { name: 'in-thread, expectedPairs', shards: 0, flag: 'presize' },
+    { name: '2 shards, expectedPairs', shards: 2, flag: 'presize' },
+    { name: '2 shards, expectedPairs, warmUp: true', shards: 2, flag: 'presize,warm-up' },
   ];
   const fresh: number[][] = sides.map(() => []);
   const warm: number[][] = sides.map(() => []);
@@ -176,12 +184,14 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
     `**Ingest from a fresh indexer** (issue 40: a fresh 2-shard indexer must not ingest slower than in-thread): the first ${blocks.toLocaleString('en-US')} ` +
       `stored blocks of the 1M workload, parsed first, then applied and flushed on an indexer just created (fresh), every worker removed, and applied ` +
       `again (warm); ${rounds} fresh processes per side, sides alternating, median and spread. Speed vs in-thread > 1: faster than in-thread. ` +
-      '`create ms` is `ShardedIndexer.create()`, where the shard threads warm up (src/shard/thread/warm-up.ts).',
+      '`create ms` is `ShardedIndexer.create()`, where the shard threads warm up (src/shard/thread/warm-up.ts) and the trees are sized for `expectedPairs`.',
     '',
     table(ingestRows),
     '',
     `Fresh 2-shard ingest with \`warmUp: true\` at ${r2(freshRatio)}x the speed of in-thread: **${freshRatio >= 1 ? 'met' : 'NOT met'}** (target >= 1x); ` +
-      `without (the default) ${r2(median(fresh[0]!) / median(fresh[2]!))}x.`,
+      `without (the default) ${r2(median(fresh[0]!) / median(fresh[2]!))}x. With \`expectedPairs\` on both sides: 2 shards at ` +
+      `${r2(median(fresh[3]!) / median(fresh[4]!))}x of in-thread (${r2(median(fresh[3]!) / median(fresh[5]!))}x with \`warmUp: true\` too); ` +
+      `against in-thread without the hint ${r2(median(fresh[0]!) / median(fresh[4]!))}x.`,
     ]),
     ...(failures.length > 0 ? ['', 'Runs that did not finish:', ...failures.map((f) => `- ${f}`)] : []),
   ].join('\n');

@@ -14,6 +14,8 @@ import { reserveLoad, workerTriples } from '../tree/bulk-load.js';
 import { RadixTree } from '../tree/radix-tree.js';
 import { FirstBlock, type Engine } from './indexer.js';
 
+const NO_WORKERS = new Uint32Array(0);
+
 export class LocalEngine implements Engine {
   readonly needsDrain = false;
   readonly liveThreads = 0;
@@ -31,12 +33,14 @@ export class LocalEngine implements Engine {
     return !this.#closed;
   }
 
-  constructor(expirationMs: number | undefined, maxPairs?: number) {
+  constructor(expirationMs: number | undefined, maxPairs?: number, expectedPairs?: number) {
     this.#expiring = expirationMs !== undefined;
     this.#tree = new RadixTree({
       ...(expirationMs === undefined ? {} : { expirationMs }),
       ...(maxPairs === undefined ? {} : { maxPairs }),
     });
+    // The capacity hint (options.ts `expectedPairs`): node arrays sized once, now.
+    if (expectedPairs !== undefined && expectedPairs > 0) reserveLoad(this.#tree, expectedPairs, NO_WORKERS);
   }
 
   applyEvent(event: RouterEvent): void {

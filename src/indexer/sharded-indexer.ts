@@ -134,12 +134,13 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
       (ix as EventEmitter | null)?.emit(r[0], ...r.slice(1));
     };
     const engine: Engine & StoredWordsSink = thread === null
-      ? new LocalEngine(options.expirationMs, options.maxPairs)
+      ? new LocalEngine(options.expirationMs, options.maxPairs, options.expectedPairs)
       : await ThreadedEngine.start(
         {
           shards: options.shards,
           expirationMs: options.expirationMs,
           maxPairs: options.maxPairs,
+          expectedPairs: options.expectedPairs,
           logger: options.logger ?? null,
           highWaterEvents: options.highWaterEvents ?? 65_536,
           batchWords: options.batchWords ?? 64 * 1024,

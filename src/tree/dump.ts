@@ -87,6 +87,25 @@ function edgesByParent(slots: Int32Array, parent: Int32Array): { kids: Int32Arra
   return { kids, kidParent };
 }
 
+/**
+ * Members of a node's set scanned before asking the pair index (pair-index.ts, O(1)) instead.
+ * Each worker's chain down a prompt that k workers share checks the worker on every node of it,
+ * so scanning whole worker lists made a dump O(k^2) per shared node: k workers on one 64-block
+ * prompt, in-thread, 1,000 -> 4,000 workers took 404 -> 4,746 ms (11.7x for 4x the pairs;
+ * measured on the linked lists before the member sets), and the 65.5M-pair fleet (4,000
+ * engines on shared system prompts) dumped in 144-202 s. Most sets are small (two or three
+ * workers), where a contiguous scan is cheaper than a hash probe.
+ */
+const SET_STEPS = 8;
+
+/**
+ * Edges past which a node's children are grouped by worker for the dump (`branchFan`): below
+ * it each worker's chain checks every child, as before. Checking them all made a dump O(k x
+ * children) at a node that k engines' sessions continue (k workers on a 16-block prompt, 8
+ * sessions each: 1,000 -> 2,000 workers 114 -> 659 ms).
+ */
+const FAN_EDGES = 64;
+
 /** The first i with `kidParent[i] >= p` (binary search). */
 function firstEdge(kidParent: Int32Array, p: number): number {
   let lo = 0;
@@ -106,6 +125,7 @@ export function dumpTree(tree: RadixTree, sink: DumpSink): void {
   // Member sets (member-sets.ts): a set's record (5 words, `SET_WORDS`, written as a literal as
   // the node records' offsets are) gives its members' range in the pool: [3] offset, [0] count.
   const { sets, mSlot, mLo, mHi } = nodes.members;
+  const pairs = nodes.members.index;
   const rec = nodes.node;
   // Children have no list (node-store.ts): a node's children are its first child, if any, and
   // its edges (`edgesByParent`).
@@ -124,15 +144,25 @@ export function dumpTree(tree: RadixTree, sink: DumpSink): void {
       return true;
     }
     if (w >= NONE) return false;
-    const r = (-w - 2) * 5;
-    for (let p = sets[r + 3]!, end = p + sets[r]!; p < end; p++) {
-      if (mSlot[p] === slot) {
-        hashLo = mLo[p]!;
-        hashHi = mHi[p]!;
-        return true;
+    const set = -w - 2;
+    const r = set * 5;
+    const start = sets[r + 3]!;
+    const n = sets[r]!;
+    let p = -1;
+    if (n <= SET_STEPS) {
+      for (let q = start, end = start + n; q < end; q++) {
+        if (mSlot[q] === slot) {
+          p = q;
+          break;
+        }
       }
+    } else {
+      p = pairs.find(set, slot);
     }
-    return false;
+    if (p < 0) return false;
+    hashLo = mLo[p]!;
+    hashHi = mHi[p]!;
+    return true;
   };
 
   // `holds` without reading the hash: the scan below only asks whether a parent holds the
@@ -142,8 +172,11 @@ export function dumpTree(tree: RadixTree, sink: DumpSink): void {
     const w = rec[node * 4 + 3]!;
     if (w === slot) return true;
     if (w >= NONE) return false;
-    const r = (-w - 2) * 5;
-    for (let p = sets[r + 3]!, end = p + sets[r]!; p < end; p++) if (mSlot[p] === slot) return true;
+    const set = -w - 2;
+    const r = set * 5;
+    const n = sets[r]!;
+    if (n > SET_STEPS) return pairs.find(set, slot) >= 0;
+    for (let q = sets[r + 3]!, end = q + n; q < end; q++) if (mSlot[q] === slot) return true;
     return false;
   };
 
@@ -168,9 +201,11 @@ export function dumpTree(tree: RadixTree, sink: DumpSink): void {
    * starts a chain of its own, pushed on the stack with the worker's hash on `node` (lo, hi).
    */
   const branch = (node: number, first: number, slot: number, lo: number, hi: number): number => {
+    const j0 = firstEdge(kidParent, node);
+    if (j0 + FAN_EDGES < edgeCount && kidParent[j0 + FAN_EDGES] === node) return branchFan(node, first, slot, lo, hi, j0);
     let next = NONE;
     let c = first;
-    for (let j = firstEdge(kidParent, node) - 1; ; ) {
+    for (let j = j0 - 1; ; ) {
       if (c !== 0x0fffffff && holds(c, slot)) {
         if (next === NONE) {
           next = c;
@@ -183,6 +218,71 @@ export function dumpTree(tree: RadixTree, sink: DumpSink): void {
       if (++j >= edgeCount || kidParent[j] !== node) return next;
       c = kids[j]!;
     }
+  };
+  // A node with many children (the end of a system prompt that thousands of engines' sessions
+  // continue): its children are grouped by worker once (`fan`, for the last such node), so
+  // that each worker's chain through it visits only its own children, not all of them.
+  let fanNode = NONE;
+  let fanStart = new Int32Array(0); // per slot: its entries are fanStart[s]..fanStart[s + 1]
+  let fanKid = new Int32Array(0);
+  let fanLo = new Int32Array(0);
+  let fanHi = new Int32Array(0);
+  const groupFan = (node: number, first: number, j0: number): void => {
+    const slots = slotLo.length;
+    const start = new Int32Array(slots + 1);
+    // Two passes over the children's workers, in the order `branch` visits them (first child,
+    // then the edges): count per slot, then place, so each slot's children keep that order.
+    const visit = (place: boolean): void => {
+      let c = first;
+      for (let j = j0 - 1; ; ) {
+        if (c !== 0x0fffffff) {
+          const w = rec[c * 4 + 3]!;
+          if (w >= 0) {
+            if (place) put(w, c, h0Lo[c]!, h0Hi[c]!);
+            else start[w + 1]!++;
+          } else if (w < NONE) {
+            const r = (-w - 2) * 5;
+            for (let p = sets[r + 3]!, end = p + sets[r]!; p < end; p++) {
+              if (place) put(mSlot[p]!, c, mLo[p]!, mHi[p]!);
+              else start[mSlot[p]! + 1]!++;
+            }
+          }
+        }
+        if (++j >= edgeCount || kidParent[j] !== node) return;
+        c = kids[j]!;
+      }
+    };
+    const at = new Int32Array(slots);
+    const put = (s: number, c: number, lo: number, hi: number): void => {
+      const k = at[s]!++;
+      fanKid[k] = c;
+      fanLo[k] = lo;
+      fanHi[k] = hi;
+    };
+    visit(false);
+    for (let s = 0; s < slots; s++) start[s + 1] = start[s + 1]! + start[s]!;
+    const n = start[slots]!;
+    fanKid = new Int32Array(n);
+    fanLo = new Int32Array(n);
+    fanHi = new Int32Array(n);
+    at.set(start.subarray(0, slots));
+    visit(true);
+    fanStart = start;
+    fanNode = node;
+  };
+  const branchFan = (node: number, first: number, slot: number, lo: number, hi: number, j0: number): number => {
+    if (fanNode !== node) groupFan(node, first, j0);
+    let next = NONE;
+    for (let k = fanStart[slot]!, end = fanStart[slot + 1]!; k < end; k++) {
+      if (next === NONE) {
+        next = fanKid[k]!;
+        branchLo = fanLo[k]! >>> 0;
+        branchHi = fanHi[k]! >>> 0;
+      } else {
+        stack.push(fanKid[k]!, 1, lo, hi, fanLo[k]! >>> 0, fanHi[k]! >>> 0);
+      }
+    }
+    return next;
   };
   const chain = (head: number, slot: number, headLo: number, headHi: number): void => {
     const wLo = slotLo[slot]!;

@@ -67,6 +67,8 @@ const OK: ApplyStatus = 'ok';
 const PARENT_NOT_FOUND: ApplyStatus = 'parent_block_not_found';
 const BLOCK_NOT_FOUND: ApplyStatus = 'block_not_found';
 const INVALID: ApplyStatus = 'invalid_block_sequence';
+/** Node 20's largest typed array in bytes (`buffer.constants.MAX_LENGTH`): a dump writer's size cap. */
+const MAX_DUMP_BYTES = 2 ** 32;
 /** A resolved Removed hash the worker does not hold: pair ref 0 would be the root's, which holds none. */
 const NOT_HELD = 0;
 
@@ -649,9 +651,14 @@ export class RadixTree {
     return writer.finishShared();
   }
 
-  /** Worst-case bytes of this tree's dump in `encoding`: a writer this large never regrows. */
+  /**
+   * Worst-case bytes of this tree's dump in `encoding`: a writer this large never regrows. At
+   * most `MAX_DUMP_BYTES`: past 75.3M pairs the bincode bound (57 bytes a pair) is more than
+   * Node 20's largest typed array, while a real dump is ~16.3 bytes a pair (the 65.5M-pair fleet:
+   * 1,068 MB); the writer grows in the rare dump that outgrows it.
+   */
   dumpBound(encoding: SnapshotEncoding): number {
-    return 64 + this.pairs * (encoding === 'jsonl' ? 80 : 57);
+    return Math.min(MAX_DUMP_BYTES, 64 + this.pairs * (encoding === 'jsonl' ? 80 : 57));
   }
 
   /** Writes the dump into any sink (the snapshot writer, an event collector). */

@@ -50,6 +50,8 @@ export interface ThreadedEngineOptions {
   expirationMs: number | undefined;
   /** The indexer's pair budget, split evenly over the shards (undefined: none). */
   maxPairs: number | undefined;
+  /** The indexer's capacity hint in pairs, split evenly over the shards (undefined: none). */
+  expectedPairs: number | undefined;
   logger: Logger | null;
   highWaterEvents: number;
   batchWords: number;
@@ -138,6 +140,7 @@ export class ThreadedEngine {
             shard: i, expirationMs: options.expirationMs ?? null, board: board.shape, initialCapacity: null, nice: options.nice, warmUp: options.warmUp,
             // An even split keeps the sum within the budget; a skewed shard evicts before the others.
             maxPairs: options.maxPairs === undefined ? null : Math.floor(options.maxPairs / options.shards),
+            expectedPairs: options.expectedPairs === undefined ? null : Math.ceil(options.expectedPairs / options.shards),
           },
           (ack) => engine?.onAck(i, ack),
           (err) => engine?.onShardFailed(err),

@@ -16,6 +16,8 @@ export interface ShardInit {
   maxPairs: number | null;
   /** Shared memory for lookup replies (board-layout.ts). */
   board: ReplyBoardShape;
+  /** This shard's share of the indexer's `expectedPairs` (its node arrays sized for it), or null. */
+  expectedPairs: number | null;
   /** Initial node and edge capacity of the tree (null: the default; tests force growth). */
   initialCapacity: number | null;
   /** Niceness the thread gives itself (0: unchanged; Linux only). */
