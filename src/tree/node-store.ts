@@ -132,6 +132,9 @@ export class NodeStore {
   constructor(private readonly store: ArrayStore = LOCAL_STORE, capacity = MIN_CAPACITY) {
     const cap = Math.max(2, capacity);
     this.nodeCap = cap;
+    // One bit per id: a capacity past the default 1,024 ids needs more than the 32 words above,
+    // or ids past them could never be freed and found again.
+    if (this.freeBits.length * 32 < cap) this.freeBits = new Uint32Array(Math.ceil(cap / 32));
     this.parent = store.int32(cap, NONE);
     // Every word NONE: a free node's tokens hash is never read, its child and worker word are.
     this.node = store.int32(cap * NODE_WORDS, NONE);
