@@ -9,7 +9,8 @@
 
 /** How a tree allocates and grows one typed array. */
 export interface ArrayStore {
-  int32(capacity: number, fill: number): Int32Array;
+  /** `maxBytes`: the most the array may ever grow to (shared memory reserves it; default `MAX_SHARED_BYTES`). */
+  int32(capacity: number, fill: number, maxBytes?: number): Int32Array;
   uint32(capacity: number): Uint32Array;
   growInt32(old: Int32Array, capacity: number, fill: number): Int32Array;
   growUint32(old: Uint32Array, capacity: number): Uint32Array;
@@ -36,12 +37,19 @@ export const LOCAL_STORE: ArrayStore = {
  */
 export const MAX_SHARED_BYTES = 1 << 30;
 
+/**
+ * The node records' reservation: 4 GiB, Node 20's largest buffer, which holds 16-byte records up
+ * to the tree's id space (2^28 - 1 nodes). At 1 GiB a shard stopped at 67M nodes: the 2-shard
+ * 131M-pair fleet needed 65.5M nodes a shard, past the cap from the 1.25x step at ~54M.
+ */
+export const MAX_NODE_RECORD_BYTES = 2 ** 32;
+
 /** Growable shared memory; `onGrow` runs after every growth (the layout generation). */
 export class SharedStore implements ArrayStore {
   constructor(private readonly onGrow: () => void) {}
 
-  int32(capacity: number, fill: number): Int32Array {
-    const a = new Int32Array(new SharedArrayBuffer(capacity * 4, { maxByteLength: MAX_SHARED_BYTES }));
+  int32(capacity: number, fill: number, maxBytes = MAX_SHARED_BYTES): Int32Array {
+    const a = new Int32Array(new SharedArrayBuffer(capacity * 4, { maxByteLength: maxBytes }));
     if (fill !== 0) a.fill(fill);
     return a;
   }

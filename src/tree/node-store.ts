@@ -26,7 +26,7 @@
  * move, and the sets repoint the worker's lookup when they do).
  */
 
-import { LOCAL_STORE, type ArrayStore } from './array-store.js';
+import { LOCAL_STORE, MAX_NODE_RECORD_BYTES, type ArrayStore } from './array-store.js';
 import { ChildCounts } from './child-counts.js';
 import { MemberSets } from './member-sets.js';
 
@@ -137,7 +137,7 @@ export class NodeStore {
     if (this.freeBits.length * 32 < cap) this.freeBits = new Uint32Array(Math.ceil(cap / 32));
     this.parent = store.int32(cap, NONE);
     // Every word NONE: a free node's tokens hash is never read, its child and worker word are.
-    this.node = store.int32(cap * NODE_WORDS, NONE);
+    this.node = store.int32(cap * NODE_WORDS, NONE, MAX_NODE_RECORD_BYTES);
     this.node[2] = ID_MASK; // the root: no child yet
     this.kids = new ChildCounts(cap);
     this.h0Lo = L.uint32(cap);
