@@ -14,8 +14,6 @@ import { reserveLoad, workerTriples } from '../tree/bulk-load.js';
 import { RadixTree } from '../tree/radix-tree.js';
 import { FirstBlock, type Engine } from './indexer.js';
 
-const NO_WORKERS = new Uint32Array(0);
-
 export class LocalEngine implements Engine {
   readonly needsDrain = false;
   readonly liveThreads = 0;
@@ -40,7 +38,7 @@ export class LocalEngine implements Engine {
       ...(maxPairs === undefined ? {} : { maxPairs }),
     });
     // The capacity hint (options.ts `expectedPairs`): node arrays sized once, now.
-    if (expectedPairs !== undefined && expectedPairs > 0) reserveLoad(this.#tree, expectedPairs, NO_WORKERS);
+    if (expectedPairs !== undefined && expectedPairs > 0) this.#tree.nodes.reserve(expectedPairs);
   }
 
   applyEvent(event: RouterEvent): void {

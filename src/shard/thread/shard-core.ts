@@ -57,7 +57,7 @@ export class ShardCore {
     });
     // The capacity hint (options.ts `expectedPairs`): node arrays grown once, in place, before
     // the thread reports started, so that the ingest does not fault their pages in.
-    if (init.expectedPairs !== null && init.expectedPairs > 0) reserveLoad(this.tree, init.expectedPairs, new Uint32Array(0));
+    if (init.expectedPairs !== null && init.expectedPairs > 0) this.tree.nodes.reserve(init.expectedPairs);
     this.layout = this.tree.layout!;
     this.header = new Int32Array(this.layout.header);
     this.replies = new ReplyWriter(init.board, init.shard);

@@ -27,8 +27,11 @@ export function kvRouterPolicy(ctx: PolicyContext, config: KvPolicyConfig): Rout
   });
   return {
     choose: (req, allowed) => {
-      const options = { requestId: req.id, expectedOutputTokens: req.outputTokens };
-      const d = allowed === undefined ? router.routeBlocks(req.local, req.tokens, options) : router.routeBlocks(req.local, req.tokens, { ...options, candidates: allowed.map((w) => workers[w]!) });
+      const d = router.routeBlocks(req.local, req.tokens, {
+        requestId: req.id,
+        expectedOutputTokens: req.outputTokens,
+        ...(allowed === undefined ? {} : { candidates: allowed.map((w) => workers[w]!) }),
+      });
       return slot.get(d.workerId)!;
     },
     queuedPrefill: (w) => router.queuedPrefillTokens(ctx.workerIds[w]!),
