@@ -33,7 +33,7 @@ describe('EventBatchWriter buffer reuse', () => {
       if (seen.has(words.buffer)) reused++;
       seen.add(words.buffer);
       applyBatch(viaBatches, words, counts);
-      if (writer.askBack()) writer.recycle(words.buffer as ArrayBuffer);
+      if (writer.askBack(words)) writer.recycle(words.buffer as ArrayBuffer);
       words.fill(0xdeadbeef); // a reused buffer arrives dirty; its next batch must not care
     }
     applyBatch(viaBatches, writer.take(), counts);
@@ -42,14 +42,18 @@ describe('EventBatchWriter buffer reuse', () => {
     for (const doc of stream.docs) expect(sortedScores(viaBatches.findMatches(doc))).toEqual(sortedScores(direct.findMatches(doc)));
   });
 
-  it('asks back at most four buffers until they are recycled, and keeps none grown past 4 MiB', () => {
-    const writer = new EventBatchWriter(16);
-    const asked = Array.from({ length: 6 }, () => writer.askBack());
-    expect(asked).toEqual([true, true, true, true, false, false]);
-    writer.recycle(new ArrayBuffer(8 << 20)); // too large to keep
-    expect(writer.askBack()).toBe(true);
-    writer.recycle(new ArrayBuffer(1024));
-    expect(writer.askBack()).toBe(false); // one spare + four on their way back
+  it('asks buffers back while they fit its byte budget, and keeps none grown past 4 MiB or under its first size', () => {
+    const writer = new EventBatchWriter(16, 256); // 64-byte buffers, 256 bytes held at most
+    const words = (bytes: number): Uint32Array => new Uint32Array(new ArrayBuffer(bytes));
+    expect(Array.from({ length: 5 }, () => writer.askBack(words(64)))).toEqual([true, true, true, true, false]);
+    const fresh = new EventBatchWriter(16, 1 << 30);
+    expect(fresh.askBack(words(8 << 20))).toBe(false); // grown by a huge event: not kept
+    expect(fresh.askBack(words(32))).toBe(false);
+    // A spare taken into use is no longer held: one more may come back, not two.
+    writer.recycle(new ArrayBuffer(64));
+    writer.take();
+    expect(writer.askBack(words(64))).toBe(true);
+    expect(writer.askBack(words(64))).toBe(false);
   });
 });
 

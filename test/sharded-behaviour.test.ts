@@ -171,6 +171,24 @@ describe('ShardedIndexer backpressure', () => {
     const stats = await ix.stats();
     expect(stats.reduce((n, s) => n + s.events.ok, 0)).toBe(500);
   });
+
+  it('sets needsDrain when the batch bytes in flight pass highWaterBytes, far under highWaterEvents', async () => {
+    // Each batch of ~4 events is sent in its own 64 KiB buffer: 500 events are ~8 MB in flight.
+    const ix = await make(2, { highWaterEvents: 1_000_000, highWaterBytes: 256 * 1024, batchWords: 64 });
+    let drains = 0;
+    ix.on('drain', () => drains++);
+    for (let i = 0; i < 10; i++) ix.applyEvent(chain(W1 + BigInt(i % 7), 3, BigInt(i)));
+    expect(ix.needsDrain).toBe(false); // 3 batches, 192 KiB: under the mark
+    for (let i = 10; i < 500; i++) ix.applyEvent(chain(W1 + BigInt(i % 7), 3, BigInt(i)));
+    expect(ix.needsDrain).toBe(true);
+    await ix.drained();
+    expect(ix.needsDrain).toBe(false);
+    expect(drains).toBe(1);
+    await ix.flush();
+    const stats = await ix.stats();
+    expect(stats.reduce((n, s) => n + s.events.ok, 0)).toBe(500);
+    expect((await ix.findMatches(toks(3))).scores.size).toBe(7);
+  });
 });
 
 describe('ShardedIndexer validation', () => {
@@ -181,6 +199,8 @@ describe('ShardedIndexer validation', () => {
     [{ shards: 1, blockSize: 0 }, 'blockSize'],
     [{ shards: 0, blockSize: 4, expirationMs: -1 }, 'expirationMs'],
     [{ shards: 0, blockSize: 4, highWaterEvents: 0 }, 'highWaterEvents'],
+    [{ shards: 0, blockSize: 4, highWaterBytes: 0 }, 'highWaterBytes'],
+    [{ shards: 0, blockSize: 4, highWaterBytes: 1.5 }, 'highWaterBytes'],
   ])('rejects %o naming %s', async (options, field) => {
     const err = await ShardedIndexer.create(options).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(KvIndexError);

@@ -143,6 +143,7 @@ export class ShardedIndexer extends EventEmitter<IndexerEvents> implements Index
           expectedPairs: options.expectedPairs,
           logger: options.logger ?? null,
           highWaterEvents: options.highWaterEvents ?? 65_536,
+          highWaterBytes: options.highWaterBytes ?? 16 * 1024 * 1024,
           batchWords: options.batchWords ?? 64 * 1024,
           readYourWrites: options.readYourWrites ?? true,
           nice: options.shardNice ?? 0,

@@ -5,14 +5,16 @@
  * Map (nodes with that many children are rare: the end of a system prompt that thousands of
  * conversations continue, 486 children on the conversation tree's replicas).
  */
+import { LOCAL_STORE, type ArrayStore } from './array-store.js';
+
 export class ChildCounts {
   /** Count per node, 255 = see `many`. */
   private bytes: Uint8Array;
   /** Counts of 255 or more (nodes whose byte is 255). */
   private readonly many = new Map<number, number>();
 
-  constructor(capacity: number) {
-    this.bytes = new Uint8Array(capacity);
+  constructor(capacity: number, private readonly store: ArrayStore = LOCAL_STORE) {
+    this.bytes = store.uint8(capacity);
   }
 
   /** Bytes a node (the Map's entries are not counted: a few nodes in a million). */
@@ -28,9 +30,7 @@ export class ChildCounts {
   }
 
   grow(capacity: number): void {
-    const next = new Uint8Array(capacity);
-    next.set(this.bytes);
-    this.bytes = next;
+    this.bytes = this.store.growUint8(this.bytes, capacity);
   }
 
   /** A fresh node: no child. */

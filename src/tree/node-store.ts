@@ -26,7 +26,7 @@
  * move, and the sets repoint the worker's lookup when they do).
  */
 
-import { LOCAL_STORE, MAX_NODE_RECORD_BYTES, type ArrayStore } from './array-store.js';
+import { LOCAL_STORE, MAX_NODE_RECORD_BYTES, nextCapacity, type ArrayStore } from './array-store.js';
 import { ChildCounts } from './child-counts.js';
 import { MemberSets } from './member-sets.js';
 
@@ -70,9 +70,10 @@ export const MAX_NODES = ID_MASK;
 const KIDS_BITS = 3 << KIDS_SHIFT;
 
 const MIN_CAPACITY = 1024;
+/** The smallest in-place growth of the node arrays: 16,384 nodes, 464 KiB of them. */
+const MIN_STEP = 16_384;
 /** How far past its parent's id a new node's id is sought before next-fit (see `freeBits`). */
 const NEAR_WORDS = 8;
-const L = LOCAL_STORE;
 
 export class NodeStore {
   // Node arrays, indexed by NodeId.
@@ -109,7 +110,7 @@ export class NodeStore {
    * conversation workload (the lookup bench's tree), same method, 2 runs: 0.088 pages per node
    * instead of 0.138, p99 9.5-12.6 us instead of 22.5-24.5 cold, 3.6-3.9 instead of 4.1-4.7 hot.
    */
-  private freeBits = new Uint32Array(32);
+  private freeBits: Uint32Array;
   private freeCount = 0;
   /** Next-fit cursor: the bitmap word where the last search for a free id ended. */
   private freeCursor = 0;
@@ -126,22 +127,25 @@ export class NodeStore {
   readonly members: MemberSets;
 
   /**
-   * `store` holds the arrays a lookup reads (parent, node records, worker sets); the rest is
-   * always private memory. `capacity`: initial nodes (tests force growth with tiny ones).
+   * `store` holds the arrays a lookup reads (parent, node records, worker sets); `own` the
+   * writer's private ones (external hashes, child counts, free ids), growable memory too in
+   * trees (array-store.ts): at 16.4M nodes, copying the 1-byte counts and the bitmap at each
+   * 1/16 step would write ~280 MB of fresh pages. `capacity`: initial nodes (tests force
+   * growth with tiny ones).
    */
-  constructor(private readonly store: ArrayStore = LOCAL_STORE, capacity = MIN_CAPACITY) {
+  constructor(private readonly store: ArrayStore = LOCAL_STORE, capacity = MIN_CAPACITY, private readonly own: ArrayStore = LOCAL_STORE) {
     const cap = Math.max(2, capacity);
     this.nodeCap = cap;
-    // One bit per id: a capacity past the default 1,024 ids needs more than the 32 words above,
-    // or ids past them could never be freed and found again.
-    if (this.freeBits.length * 32 < cap) this.freeBits = new Uint32Array(Math.ceil(cap / 32));
+    // One bit per id: a capacity past 1,024 ids needs more than 32 words, or ids past them
+    // could never be freed and found again.
+    this.freeBits = own.uint32(Math.max(32, Math.ceil(cap / 32)));
     this.parent = store.int32(cap, NONE);
     // Every word NONE: a free node's tokens hash is never read, its child and worker word are.
     this.node = store.int32(cap * NODE_WORDS, NONE, MAX_NODE_RECORD_BYTES);
     this.node[2] = ID_MASK; // the root: no child yet
-    this.kids = new ChildCounts(cap);
-    this.h0Lo = L.uint32(cap);
-    this.h0Hi = L.uint32(cap);
+    this.kids = new ChildCounts(cap, own);
+    this.h0Lo = own.uint32(cap);
+    this.h0Hi = own.uint32(cap);
     this.keyLo = store.uint32(16);
     this.keyHi = store.uint32(16);
     this.slotLo = store.uint32(16);
@@ -360,21 +364,18 @@ export class NodeStore {
   }
 
   private growNodes(atLeast = 0): void {
-    // 1.25x: node arrays are most of the memory, and a 2x step left up to half of them unused
-    // (73 -> 55 bytes per pair on the conversation workload's final tree).
-    const cap = Math.min(MAX_NODES, Math.max(atLeast, Math.ceil(this.nodeCap * 1.25)));
+    // Node arrays are most of the memory: a 2x step left up to half of them unused (73 -> 55
+    // bytes per pair on the conversation workload's final tree), then 1.25x by copy; in place,
+    // 1/16 (array-store.ts `nextCapacity`).
+    const cap = Math.min(MAX_NODES, nextCapacity(this.store, this.nodeCap, atLeast, MIN_STEP));
     if (cap === this.nodeCap) throw new RangeError(`radix tree: more than ${MAX_NODES - 1} nodes`);
     const s = this.store;
     this.parent = s.growInt32(this.parent, cap, NONE);
     this.node = s.growInt32(this.node, cap * NODE_WORDS, NONE);
     this.kids.grow(cap);
-    this.h0Lo = L.growUint32(this.h0Lo, cap);
-    this.h0Hi = L.growUint32(this.h0Hi, cap);
-    if (this.freeBits.length * 32 < cap) {
-      const bits = new Uint32Array(Math.ceil(cap / 32));
-      bits.set(this.freeBits);
-      this.freeBits = bits;
-    }
+    this.h0Lo = this.own.growUint32(this.h0Lo, cap);
+    this.h0Hi = this.own.growUint32(this.h0Hi, cap);
+    if (this.freeBits.length * 32 < cap) this.freeBits = this.own.growUint32(this.freeBits, Math.ceil(cap / 32));
     this.nodeCap = cap;
   }
 }

@@ -24,7 +24,7 @@ import type {
   RouterEvent,
   SnapshotEncoding,
 } from '../protocol/types.js';
-import { LOCAL_STORE, SharedStore, type ArrayStore } from './array-store.js';
+import { SharedStore } from './array-store.js';
 import { dumpTree, EventCollector, type DumpSink } from './dump.js';
 import { EdgeTable, findChild } from './edge-table.js';
 import { MatchResult } from './match-result.js';
@@ -87,7 +87,10 @@ export class RadixTree {
   get slotHi(): Uint32Array {
     return this.nodes.slotHi;
   }
-  private readonly store: ArrayStore;
+  /** The growable memory of the arrays a lookup reads (shard trees: readers' too). */
+  private readonly store: SharedStore;
+  /** The writer's own growable arrays (external hashes), never read by another thread. */
+  private readonly own = new SharedStore();
   /** Shared mode: the header words of shared-layout.ts; null in-thread. */
   private readonly header: Int32Array | null;
   /** Shared mode: the unit log that lookups read past a descheduled writer by (unit-log.ts). */
@@ -137,7 +140,7 @@ export class RadixTree {
       this.header = header;
       this.units = new UnitLog(header);
       this.store = new SharedStore(() => Atomics.add(header, H.GEN, 1));
-      this.nodes = new NodeStore(this.store, capacity);
+      this.nodes = new NodeStore(this.store, capacity, this.own);
       this.edges = new EdgeTable(this.nodes, capacity, (active, mask) => {
         Atomics.store(header, H.EDGE_ACTIVE, active);
         Atomics.store(header, H.EDGE_MASK, mask);
@@ -146,8 +149,9 @@ export class RadixTree {
     } else {
       this.header = null;
       this.units = null;
-      this.store = LOCAL_STORE;
-      this.nodes = new NodeStore(LOCAL_STORE, capacity);
+      // Growable memory in-thread too (array-store.ts): in place, so in small steps.
+      this.store = this.own;
+      this.nodes = new NodeStore(this.own, capacity, this.own);
       this.edges = new EdgeTable(this.nodes, capacity);
     }
     // A member that moved in its set's array (member-sets.ts): its worker's lookup follows it.
@@ -214,6 +218,16 @@ export class RadixTree {
   /** Live nodes, the root included. */
   get nodeCount(): number {
     return this.nodes.liveNodes;
+  }
+
+  /**
+   * Of `bytes`, those in SharedArrayBuffers (growable memory, array-store.ts), which
+   * `process.memoryUsage()` does not count: memory figures add them to its heap and buffers.
+   */
+  get sharedBytes(): number {
+    let b = this.store === this.own ? this.own.bytes : this.store.bytes + this.own.bytes;
+    for (const t of this.tables) if (t !== null) b += t.sharedBytes;
+    return b;
   }
 
   /** Bytes held by the tree's typed arrays (capacities). */

@@ -13,16 +13,19 @@ import type { ShardRequest } from '../wire/messages.js';
 import type { ThreadShard } from './thread-shard.js';
 
 export class ShardOutbox {
-  private readonly batch = new EventBatchWriter();
+  private readonly batch: EventBatchWriter;
   /** Events posted so far (u32, wrapping, as an int32: compared with the shard's applied count). */
   sentEvents = 0;
 
-  /** `onSend(events)` is told how many queued events each posted batch carried. */
+  /** `onSend(events, bytes)` is told how many queued events each posted batch carried, in how many bytes. */
   constructor(
     private readonly thread: ThreadShard,
     private readonly batchWords: number,
-    private readonly onSend: (events: number) => void,
-  ) {}
+    private readonly onSend: (events: number, bytes: number) => void,
+    poolBytes: number,
+  ) {
+    this.batch = new EventBatchWriter(undefined, poolBytes);
+  }
 
   /** Events queued and not yet posted. */
   get queued(): number {
@@ -67,8 +70,8 @@ export class ShardOutbox {
     if (events === 0) return;
     const words = this.batch.take();
     this.sentEvents = (this.sentEvents + events) | 0;
-    this.onSend(events);
-    this.thread.sendEvents(words, events, this.batch.askBack());
+    this.onSend(events, words.buffer.byteLength);
+    this.thread.sendEvents(words, events, this.batch.askBack(words));
   }
 
   /** Posts the queued batch, then a lookup written into `slot` of the reply board. */

@@ -54,6 +54,8 @@ export interface ThreadedEngineOptions {
   expectedPairs: number | undefined;
   logger: Logger | null;
   highWaterEvents: number;
+  /** Bytes of batches in flight above which `needsDrain` is set (options.ts). */
+  highWaterBytes: number;
   batchWords: number;
   /** Lookups wait until the shards applied every event queued before them (default true). */
   readYourWrites: boolean;
@@ -105,6 +107,9 @@ export class ThreadedEngine {
   private nextDump = 1;
   private queued = 0;
   private inFlight = 0;
+  /** Bytes of the batches in flight (posted, not acknowledged). */
+  private inFlightBytes = 0;
+  private readonly highWaterBytes: number;
   private draining = false;
   private failure: KvIndexError | null = null;
   /** `failure` was made from a shard's shared failed flag; its own message is still on the way. */
@@ -114,10 +119,11 @@ export class ThreadedEngine {
   private constructor(options: ThreadedEngineOptions, board: ReplyBoard, threads: ThreadShard[], private readonly report: (...r: EngineReport) => void) {
     this.logger = options.logger;
     this.highWater = options.highWaterEvents;
+    this.highWaterBytes = options.highWaterBytes;
     this.board = board;
     this.frequencyTrail = options.expirationMs !== undefined;
     this.threads = threads;
-    this.outboxes = threads.map((t) => new ShardOutbox(t, options.batchWords, (events) => this.sent(events)));
+    this.outboxes = threads.map((t) => new ShardOutbox(t, options.batchWords, (events, bytes) => this.sent(events, bytes), Math.max(1 << 20, Math.ceil(options.highWaterBytes / threads.length))));
     this.workersPerShard = threads.map(() => 0);
     // One walk scratch for all shards: one set of per-slot arrays instead of one per shard (the
     // readers run one after the other). Latency after 10 ms idle measured the same either way
@@ -540,9 +546,11 @@ export class ThreadedEngine {
     if (!this.draining && this.queued + this.inFlight > this.highWater) this.draining = true;
   }
 
-  private sent(events: number): void {
+  private sent(events: number, bytes: number): void {
     this.queued -= events;
     this.inFlight += events;
+    this.inFlightBytes += bytes;
+    if (!this.draining && this.inFlightBytes > this.highWaterBytes) this.draining = true;
   }
 
   /**
@@ -563,12 +571,13 @@ export class ThreadedEngine {
 
   private onAck(shard: number, ack: Ack): void {
     this.inFlight -= ack.events;
+    this.inFlightBytes -= ack.bytes;
     if (ack.words !== undefined) this.outboxes[shard]?.recycle(ack.words);
     for (const r of ack.rejected) {
       const err = KvIndexError.fromData(r);
       this.report('malformed', err, r.tag >= 0 ? r.tag : undefined);
     }
-    if (this.draining && this.queued + this.inFlight <= this.highWater / 2) {
+    if (this.draining && this.queued + this.inFlight <= this.highWater / 2 && this.inFlightBytes <= this.highWaterBytes / 2) {
       this.draining = false;
       this.report('drain');
     }

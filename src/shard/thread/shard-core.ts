@@ -3,6 +3,7 @@
  * they arrive. Runs inside a shard thread (workers/shard.ts); kept free of thread APIs so it is
  * plain, testable logic.
  */
+import { getHeapStatistics } from 'node:v8';
 import { ErrorCode, KvIndexError } from '../../errors.js';
 import { parseRouterEvent } from '../../protocol/json-parse.js';
 import { copyBincodePart } from '../../protocol/snapshot-merge.js';
@@ -122,13 +123,14 @@ export class ShardCore {
     if (Atomics.load(this.header, H.APPLIED_WAITERS) > 0) Atomics.notify(this.header, H.APPLIED);
     this.applyMs += performance.now() - started;
     this.malformed += malformed;
+    const bytes = words.buffer.byteLength;
     if (back) {
       // Back to be refilled: a fresh buffer per batch costs the main thread zeroing and
       // first-touch page faults (~3 ms per MB here), more than encoding into it.
       const buffer = words.buffer as ArrayBuffer;
-      this.post({ t: 'ack', events, malformed, rejected, words: buffer }, [buffer]);
+      this.post({ t: 'ack', events, bytes, malformed, rejected, words: buffer }, [buffer]);
     } else {
-      this.post({ t: 'ack', events, malformed, rejected });
+      this.post({ t: 'ack', events, bytes, malformed, rejected });
     }
   }
 
@@ -165,7 +167,7 @@ export class ShardCore {
     }
     const parsed = w.take();
     applyInSections(this.tree, parsed, 0, this.counts, this.header, WRITE_SECTION_BLOCKS);
-    if (w.askBack()) w.recycle(parsed.buffer as ArrayBuffer); // the next JSON run reuses it
+    if (w.askBack(parsed)) w.recycle(parsed.buffer as ArrayBuffer); // the next JSON run reuses it
     return i;
   }
 
@@ -218,6 +220,8 @@ export class ShardCore {
           events: { ...this.counts },
           malformed: this.malformed,
           bytes: this.tree.bytes,
+          sharedBytes: this.tree.sharedBytes,
+          heapBytes: getHeapStatistics().used_heap_size,
           evicted: this.tree.evicted,
           applyMs: this.applyMs,
         };

@@ -42,9 +42,10 @@ export class EventBatchWriter {
   /** Blocks (stored + removed hashes) in the current batch. */
   blocks = 0;
 
-  constructor(private readonly initialWords = 16 * 1024) {
+  /** `poolBytes`: spare buffers held at most (buffer-pool.ts). */
+  constructor(private readonly initialWords = 16 * 1024, poolBytes = 4 * MAX_SPARE_WORDS * 4) {
     this.buf = new Uint32Array(initialWords);
-    this.pool = new BufferPool(initialWords * 4, MAX_SPARE_WORDS * 4);
+    this.pool = new BufferPool(initialWords * 4, MAX_SPARE_WORDS * 4, poolBytes);
   }
 
   get words(): number {
@@ -211,9 +212,9 @@ export class EventBatchWriter {
     this.events++;
   }
 
-  /** Whether the batch just taken should come back for reuse (see BufferPool). */
-  askBack(): boolean {
-    return this.pool.askBack();
+  /** Whether the batch just taken (`words`) should come back for reuse (see BufferPool). */
+  askBack(words: Uint32Array): boolean {
+    return this.pool.askBack(words.buffer.byteLength);
   }
 
   /** Takes back a buffer that `askBack` asked for. */

@@ -76,6 +76,16 @@ export interface ShardStats {
   malformed: number;
   /** Bytes held by the shard tree's typed arrays. */
   bytes: number;
+  /**
+   * Of `bytes`, those in SharedArrayBuffers, which `process.memoryUsage().arrayBuffers` does
+   * not count (and counts, in an isolate that maps another's, at the size it had then).
+   */
+  sharedBytes: number;
+  /**
+   * The shard thread's JS heap in use (its isolate's `used_heap_size`), bytes; null in-thread,
+   * where the tree's heap is the caller's.
+   */
+  heapBytes: number | null;
   /** Pairs evicted by the `maxPairs` budget (each as if its worker removed the block). */
   evicted: number;
   /**
@@ -110,7 +120,7 @@ export type FromShard =
    * A batch was applied; `rejected` lists the JSON events it could not parse. `words` hands the
    * batch buffer back, transferred, for the main thread to refill.
    */
-  | { t: 'ack'; events: number; malformed: number; rejected: Rejected[]; words?: ArrayBuffer }
+  | { t: 'ack'; events: number; bytes: number; malformed: number; rejected: Rejected[]; words?: ArrayBuffer }
   | { t: 'res'; id: number; value: unknown }
   | { t: 'err'; id: number; code: string; message: string }
   /** The shard can no longer be trusted (a batch failed to apply): everything fails from now. */

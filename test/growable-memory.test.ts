@@ -1,0 +1,72 @@
+/**
+ * In-thread trees keep their large arrays in growable memory (src/tree/array-store.ts): they grow
+ * in place, in steps of 1/16, and `sharedBytes` counts what `process.memoryUsage()` does not.
+ * Worker tables of a page or more get pages of their own (worker-table.ts).
+ */
+import { describe, expect, it } from 'vitest';
+import { MapRadixTree } from '../bench/reference/map-radix-tree.js';
+import type { RouterEvent } from '../src/protocol/types.js';
+import { RadixTree } from '../src/tree/radix-tree.js';
+import { replay, sortedScores } from './support/compare.js';
+
+/** One chain of `n` blocks of worker `w`, hashes from `base`. */
+const chain = (w: bigint, base: number, n: number): RouterEvent => ({
+  workerId: w,
+  event: {
+    eventId: 0n,
+    data: { type: 'stored', parentHash: null, blocks: Array.from({ length: n }, (_, i) => ({ blockHash: BigInt(base + i + 1) + (w << 40n), tokensHash: BigInt(base + i + 1) })) },
+  },
+});
+
+describe('growable tree memory', () => {
+  it('grows the node arrays in place, in small steps, and answers as the model', () => {
+    const tree = new RadixTree();
+    const model = new MapRadixTree();
+    const node = tree.nodes.node.buffer;
+    expect(node).toBeInstanceOf(SharedArrayBuffer);
+    const events = Array.from({ length: 400 }, (_, k) => chain(1n + BigInt(k % 3), k * 500, 500)); // 200,000 nodes
+    expect(replay(tree, events).every((s) => s === 'ok')).toBe(true);
+    replay(model, events);
+    // The same buffer, grown: no copy.
+    expect(tree.nodes.node.buffer).toBe(node);
+    const cap = tree.nodes.node.length / 4;
+    const live = tree.nodeCount;
+    expect(cap).toBeGreaterThanOrEqual(live);
+    // At most one step of 1/16 past what the nodes needed (1.25x steps left up to a quarter).
+    expect(cap).toBeLessThanOrEqual(Math.ceil(live * (17 / 16)) + 16_384);
+    for (const k of [0, 1, 199, 399]) {
+      const q = Array.from({ length: 600 }, (_, i) => BigInt(k * 500 + i + 1));
+      expect(sortedScores(tree.findMatches(q))).toEqual(sortedScores(model.findMatches(q)));
+    }
+    expect([tree.size, tree.nodeCount]).toEqual([model.size, model.nodeCount]);
+  });
+
+  it('counts its shared memory: most of a large tree, none of it in memoryUsage().arrayBuffers', () => {
+    const tree = new RadixTree();
+    replay(tree, Array.from({ length: 100 }, (_, k) => chain(1n + BigInt(k % 4), k * 1000, 1000)));
+    expect(tree.sharedBytes).toBeGreaterThan(0.9 * tree.bytes);
+    expect(tree.sharedBytes).toBeLessThanOrEqual(tree.bytes);
+    // The growable buffers are not in memoryUsage(): memory figures must add `sharedBytes`.
+    const before = process.memoryUsage().arrayBuffers;
+    const grown = new RadixTree();
+    replay(grown, Array.from({ length: 50 }, (_, k) => chain(9n, k * 1000, 1000)));
+    expect(process.memoryUsage().arrayBuffers - before).toBeLessThan(grown.sharedBytes / 2);
+  });
+
+  it('gives worker tables of a page or more pages of their own, sized in whole pages, and keeps small ones in malloc memory', () => {
+    const tree = new RadixTree();
+    replay(tree, [chain(1n, 0, 5_000), chain(2n, 100_000, 20)]);
+    const tables = tree.tables.filter((t) => t !== null);
+    const big = tables.find((t) => t.count === 5_000)!;
+    const small = tables.find((t) => t.count === 20)!;
+    expect(big.slots.buffer).toBeInstanceOf(SharedArrayBuffer);
+    expect(big.slots.byteLength % 4096).toBe(0);
+    expect(big.sharedBytes).toBe(big.bytes);
+    expect(small.slots.buffer).toBeInstanceOf(ArrayBuffer);
+    expect(small.sharedBytes).toBe(0);
+    // Every block of the paged table is still found and removed.
+    const removed: RouterEvent = { workerId: 1n, event: { eventId: 1n, data: { type: 'removed', blockHashes: Array.from({ length: 5_000 }, (_, i) => BigInt(i + 1) + (1n << 40n)) } } };
+    expect(replay(tree, [removed])).toEqual(['ok']);
+    expect(tree.size).toBe(20);
+  });
+});
