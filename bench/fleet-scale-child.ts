@@ -36,11 +36,11 @@ function blocksOf(e: RouterEvent): number {
 }
 
 /** Heap + ArrayBuffers and RSS after two full GCs. */
-function memory(): { heapAb: number; rss: number } {
+function memory(): { heapAb: number; heap: number; rss: number } {
   gc();
   gc();
   const m = process.memoryUsage();
-  return { heapAb: m.heapUsed + m.arrayBuffers, rss: m.rss };
+  return { heapAb: m.heapUsed + m.arrayBuffers, heap: m.heapUsed, rss: m.rss };
 }
 
 async function measure(file: string, shards: number, snapshotOut: string): Promise<Record<string, unknown>> {
@@ -62,30 +62,48 @@ async function measure(file: string, shards: number, snapshotOut: string): Promi
     callerMs += performance.now() - t;
     batch = [];
   };
+  // Memory is taken once every event is applied, before the lookups (the workload's last
+  // lines) are parsed: 1,000 lookups and their expected scores are ~3.3 bytes a pair of heap
+  // at 16.4M pairs, the bench's data, not the index's.
+  let taken: { stats: Awaited<ReturnType<ShardedIndexer['stats']>>; after: ReturnType<typeof memory> } | null = null;
+  const take = async (): Promise<void> => {
+    await apply();
+    const t = performance.now();
+    await ix.flush();
+    callerMs += performance.now() - t;
+    const stats = await ix.stats();
+    taken = { stats, after: memory() };
+  };
   let n = 0;
   for await (const { text } of source.lines()) {
     n++;
     if (text.length === 0) continue;
     const op = parseWorkloadLine(text, n);
     if (op.op === 'event') {
+      if (taken !== null) throw new Error(`fleet-scale: line ${n}: an event after the lookups (memory was taken before them)`);
       batch.push(op.event);
       events++;
       if (op.event.event.data.type === 'stored') stored += blocksOf(op.event);
       else removed += blocksOf(op.event);
       if (batch.length >= BATCH) await apply();
     } else if (op.op === 'match') {
+      if (taken === null) await take();
       lookups.push({ seq: op.seq, expect: op.expect });
     }
   }
-  await apply();
-  const t = performance.now();
-  await ix.flush();
-  callerMs += performance.now() - t;
-  const stats = await ix.stats();
+  if (taken === null) await take();
+  const { stats, after } = taken!;
   const shardMs = shards === 0 ? 0 : Math.max(...stats.map((s) => s.applyMs ?? 0));
   const pairs = stats.reduce((k, s) => k + s.pairs, 0);
   const treeBytes = stats.reduce((k, s) => k + s.bytes, 0);
-  const after = memory();
+  // Heap and buffers of the index. In-thread: the isolate's heap and ArrayBuffers, plus the
+  // tree's SharedArrayBuffers (growable memory, array-store.ts), which memoryUsage() leaves
+  // out. With shards: the calling isolate's heap, each shard isolate's heap, and the trees'
+  // arrays once (the calling isolate's arrayBuffers counts the shards' shared arrays it maps,
+  // at the size they had when it mapped them: 6-23 bytes a pair in earlier runs, counted twice).
+  const heapAb = shards === 0
+    ? after.heapAb - before.heapAb + stats.reduce((k, s) => k + s.sharedBytes, 0)
+    : after.heap - before.heap + stats.reduce((k, s) => k + (s.heapBytes ?? 0), 0) + treeBytes;
   // Lookups: every score checked first (after the flush the answers are exact), then timed.
   let mismatches = 0;
   for (const l of lookups) {
@@ -117,7 +135,7 @@ async function measure(file: string, shards: number, snapshotOut: string): Promi
   await ix.close();
   return {
     shards, events, stored, removed, pairs, treeBytes,
-    heapAb: after.heapAb - before.heapAb, rss: after.rss - before.rss, rssTotal: after.rss,
+    heapAb, rss: after.rss - before.rss, rssTotal: after.rss,
     callerMs, shardMs, lookups: lookups.length, mismatches,
     p50: lookupStats['p50 us'], p99: lookupStats['p99 us'], p999: lookupStats['p99.9 us'],
     firstDumpMs, dumpMs, dumpBytes: snap.length,

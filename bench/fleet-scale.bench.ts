@@ -103,7 +103,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
         'tree B/pair': r2(m['treeBytes']! / pairs),
         // The shards' SharedArrayBuffers do not count in the calling isolate's arrayBuffers
         // (1M pairs, 2 shards: 14.85 B/pair without them), so their trees' arrays are added.
-        'heap+buffers B/pair': r2((m['heapAb']! + (shards === 0 ? 0 : m['treeBytes']!)) / pairs),
+        'heap+buffers B/pair': r2(m['heapAb']! / pairs),
         'RSS B/pair': r2(m['rss']! / pairs),
         'apply M block-ops/s': r2((m['stored']! + m['removed']!) / applyMs / 1000),
         'apply s': r2(applyMs / 1000),
@@ -171,9 +171,10 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       '(docs/replay.md: copies of the trace with the system prompt shared by every engine, session-affine routing, LRU, until every engine is full). ' +
       'Each row is a fresh process: the workload streamed into a fresh indexer in batches of 512 events (parsing not timed); apply time is the ' +
       'calling thread\'s time inside `applyEvent` and the final flush, or, with shards, the busiest shard\'s apply time if longer; block-ops are ' +
-      'blocks stored + removed. Bytes per pair: `tree` from the trees\' typed arrays (`stats().bytes`); `heap+buffers` the process\'s JS heap + ' +
-      'ArrayBuffers after two full GCs minus the same before the indexer was created (with shards: the calling thread\'s isolate plus the ' +
-      'shards\' trees\' arrays, SharedArrayBuffers that the calling isolate does not count; the shard isolates\' own heaps count in RSS only); `RSS` the same difference of RSS. Lookups: the ' +
+      'blocks stored + removed. Bytes per pair, taken once every event is applied and before the lookups are parsed: `tree` from the trees\' typed arrays ' +
+      '(`stats().bytes`); `heap+buffers` after two full GCs minus the same before the indexer was created: in-thread the JS heap, ArrayBuffers and the ' +
+      'tree\'s SharedArrayBuffers (`stats().sharedBytes`, which `process.memoryUsage()` does not count); with shards the calling isolate\'s heap, each ' +
+      'shard isolate\'s heap (`stats().heapBytes`) and the trees\' arrays once; `RSS` the difference of RSS. Lookups: the ' +
       'workload\'s 1,000 lookups, every score compared with its expected score after the flush, then 5 timed passes of `findMatchesInto`. ' +
       'Dump: `dumpSnapshot(\'bincode\')` twice (first, then the one timed). Restore-to-ready: another fresh process reads that snapshot file, ' +
       'creates the indexer, restores it (`restoreSnapshot(bytes)`: the NATS recovery path for bincode, trees sized once from the snapshot\'s counts) and answers a lookup.',
