@@ -53,11 +53,15 @@ describe('growable tree memory', () => {
     expect(process.memoryUsage().arrayBuffers - before).toBeLessThan(grown.sharedBytes / 2);
   });
 
-  it('gives worker tables of a page or more pages of their own, sized in whole pages, and keeps small ones in malloc memory', () => {
+  it('gives worker tables of a page or more pages of their own, grown in place in whole pages, and keeps small ones in malloc memory', () => {
     const tree = new RadixTree();
-    replay(tree, [chain(1n, 0, 5_000), chain(2n, 100_000, 20)]);
+    replay(tree, [chain(1n, 0, 2_000), chain(2n, 100_000, 20)]);
+    const paged = tree.tables.find((t) => t !== null && t.count === 2_000)!.slots.buffer;
+    expect(paged).toBeInstanceOf(SharedArrayBuffer);
+    replay(tree, [chain(1n, 2_000, 3_000)]); // two more 1.5x steps, in the same buffer
     const tables = tree.tables.filter((t) => t !== null);
     const big = tables.find((t) => t.count === 5_000)!;
+    expect(big.slots.buffer).toBe(paged);
     const small = tables.find((t) => t.count === 20)!;
     expect(big.slots.buffer).toBeInstanceOf(SharedArrayBuffer);
     expect(big.slots.byteLength % 4096).toBe(0);

@@ -24,17 +24,28 @@ const encode = (ref: number): number => (ref >= 0 ? ref + 1 : ref);
 const decode = (v: number): PairRef => (v > 0 ? v - 1 : v) as PairRef;
 
 /**
- * Tables of this many bytes or more get pages of their own (a growable SharedArrayBuffer that
- * does not grow: mapped, and unmapped once collected) instead of the thread's malloc heap. A
- * fleet's tables grow together (1,000 workers, 1.5x steps to ~26k slots each) and each step
- * frees the last one's memory in pieces that the heap keeps: in RSS at 16.4M pairs, ~50 MB
- * (2.9 bytes a pair) with every table in malloc memory, ~109 MB with tables of 64 KiB and more
- * in pages (the smaller steps' memory freed, never reused). The same growth in a test of 1,000
- * tables: 193.9 MB of RSS added for 136.4 MB of tables in malloc memory, 144.7 MB with pages.
- * Tables under a page stay in malloc memory, where a page would be mostly empty.
+ * Tables of this many bytes or more live in pages of their own: a growable SharedArrayBuffer
+ * that reserves `RESERVE_BYTES` of address space and grows in place, its entries rehashed
+ * through a scratch array. A fleet's tables grow together (1,000 workers, 1.5x steps to ~26k
+ * slots each), and a table that moves to new memory at each step leaves the old one behind:
+ * - in malloc memory, freed in pieces the heap keeps: ~50 MB of RSS at 16.4M pairs (2.9 bytes
+ *   a pair); in a test of 1,000 tables, 193.9 MB of RSS for 136.4 MB of tables;
+ * - in pages of their own, unmapped only when the thread's isolate collects the old buffer: a
+ *   shard thread, whose heap is small, collected them late (16.4M pairs with 2 shards: RSS
+ *   48.0 -> 51.7 bytes a pair).
+ * Grown in place, nothing is left behind. Tables under a page stay in malloc memory, where a
+ * page would be mostly empty.
  */
 const PAGED_BYTES = 4096;
 const PAGE = 4096;
+/**
+ * Address space a paged table reserves (backed only as it grows): 16M slots, ~10M blocks of one
+ * worker. A table that outgrows it moves to a reservation twice its size.
+ */
+const RESERVE_BYTES = 64 * 1024 * 1024;
+
+/** The entries of a table being rehashed in place (one per thread, grown to the largest table). */
+let scratch = new Int32Array(1024);
 
 /** 2^-32: scales a uint32 hash to [0, 1). */
 const SCALE = 2.3283064365386963e-10;
@@ -169,14 +180,33 @@ export class WorkerTable {
   private resize(capacity: number): void {
     const old = this.slots;
     this.asked = capacity;
-    if (capacity * 4 >= PAGED_BYTES) {
-      const bytes = Math.ceil((capacity * 4) / PAGE) * PAGE; // whole pages: the slack is slots
-      capacity = bytes / 4;
-      this.slots = new Int32Array(new SharedArrayBuffer(bytes, { maxByteLength: bytes }));
-    } else {
+    if (capacity * 4 < PAGED_BYTES) {
       this.slots = new Int32Array(capacity);
+      this.cap = capacity;
+      this.rehashFrom(old);
+      return;
     }
+    const bytes = Math.ceil((capacity * 4) / PAGE) * PAGE; // whole pages: the slack is slots
+    capacity = bytes / 4;
+    const sab = old.buffer;
+    if (sab instanceof SharedArrayBuffer && sab.growable && bytes <= sab.maxByteLength) {
+      // In place: the entries out to the scratch, the old slots cleared, the buffer grown.
+      if (scratch.length < this.count) scratch = new Int32Array(Math.max(this.count, scratch.length * 2));
+      let n = 0;
+      for (let i = 0; i < old.length; i++) if (old[i] !== 0) scratch[n++] = old[i]!;
+      old.fill(0);
+      sab.grow(bytes);
+      this.slots = new Int32Array(sab, 0, capacity);
+      this.cap = capacity;
+      for (let i = 0; i < n; i++) this.place(scratch[i]!);
+      return;
+    }
+    this.slots = new Int32Array(new SharedArrayBuffer(bytes, { maxByteLength: Math.max(RESERVE_BYTES, 2 * bytes) }));
     this.cap = capacity;
+    this.rehashFrom(old);
+  }
+
+  private rehashFrom(old: Int32Array): void {
     for (let i = 0; i < old.length; i++) {
       const v = old[i]!;
       if (v !== 0) this.place(v);
