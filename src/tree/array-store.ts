@@ -24,6 +24,13 @@ export interface ArrayStore {
   growUint8(old: Uint8Array, capacity: number): Uint8Array;
   /** Whether growth is in place (no copy): callers may then grow in small steps. */
   readonly inPlace: boolean;
+  /**
+   * Whether only the writer's thread reads this memory (an in-thread tree): arrays may then be
+   * replaced by smaller ones (member-sets.ts compaction) with no reader to tell.
+   */
+  readonly solo: boolean;
+  /** Forgets an array replaced by another of this store (its bytes no longer held). */
+  release(old: Int32Array | Uint32Array | Uint8Array): void;
 }
 
 /**
@@ -48,6 +55,8 @@ function copyGrow<T extends Int32Array | Uint32Array | Uint8Array>(old: T, capac
 /** Plain memory, private to the thread. */
 export const LOCAL_STORE: ArrayStore = {
   inPlace: false,
+  solo: true,
+  release: () => {},
   int32: (capacity, fill) => (fill === 0 ? new Int32Array(capacity) : new Int32Array(capacity).fill(fill)),
   uint32: (capacity) => new Uint32Array(capacity),
   uint8: (capacity) => new Uint8Array(capacity),
@@ -77,10 +86,18 @@ export const MAX_NODE_RECORD_BYTES = 2 ** 32;
  */
 export class SharedStore implements ArrayStore {
   readonly inPlace = true;
+  readonly solo: boolean;
   /** Bytes of the arrays this store holds (their current lengths). */
   bytes = 0;
 
-  constructor(private readonly onGrow: () => void = () => {}) {}
+  /** Without `onGrow`, memory no other thread reads (`solo`). */
+  constructor(private readonly onGrow: () => void = () => {}, solo = false) {
+    this.solo = solo;
+  }
+
+  release(old: Int32Array | Uint32Array | Uint8Array): void {
+    this.bytes -= old.buffer.byteLength;
+  }
 
   int32(capacity: number, fill: number, maxBytes = MAX_SHARED_BYTES): Int32Array {
     const a = new Int32Array(new SharedArrayBuffer(capacity * 4, { maxByteLength: maxBytes }));
