@@ -48,8 +48,8 @@ export interface SetSource {
   slotHi: Uint32Array;
 }
 
-/** Called for each member whose position changed: its slot, its external hash, its new position. */
-export type MoveHook = (slot: number, lo: number, hi: number, pos: number) => void;
+/** Called for each member whose position changed: its slot, its external hash, its old and new positions. */
+export type MoveHook = (slot: number, lo: number, hi: number, from: number, to: number) => void;
 
 export class MemberSets {
   /** Per set, `SET_WORDS` words (see above). Read by lookups. */
@@ -164,8 +164,11 @@ export class MemberSets {
     return set;
   }
 
-  /** Adds worker `slot` with external hash (lo, hi) to `set` (not a member yet); returns its position. */
-  append(set: number, slot: number, lo: number, hi: number): number {
+  /**
+   * Adds worker `slot` with external hash (lo, hi) to `set` (not a member yet); returns its
+   * position. `hole`: the pair index's `hole` after a `find(set, slot)` that missed, or -1.
+   */
+  append(set: number, slot: number, lo: number, hi: number, hole = -1): number {
     const r = set * SET_WORDS;
     const cnt = this.sets[r]!;
     if (cnt === this.setCap[set]) this.growSet(set, cnt);
@@ -175,7 +178,7 @@ export class MemberSets {
     this.mLo[pos] = lo;
     this.mHi[pos] = hi;
     this.mSet[pos] = set;
-    this.index.insert(pos);
+    this.index.insert(pos, hole);
     const ids = s[r + 4]!;
     if (ids >= 0) {
       this.mIds[2 * (ids + cnt)] = this.src.slotLo[slot]!;
@@ -216,7 +219,7 @@ export class MemberSets {
         m[to] = m[from]!;
         m[to + 1] = m[from + 1]!;
       }
-      this.moved(mSlot[pos]!, this.mLo[pos]! | 0, this.mHi[pos]! | 0, pos);
+      this.moved(mSlot[pos]!, this.mLo[pos]! | 0, this.mHi[pos]! | 0, last, pos);
     }
     mSlot[last] = NONE;
     this.mSet[last] = NONE;
@@ -272,7 +275,7 @@ export class MemberSets {
       this.sets[r + 3] = to;
       for (let i = 0; i < cnt; i++) {
         this.index.move(off + i, to + i);
-        this.moved(mSlot[to + i]!, mLo[to + i]! | 0, mHi[to + i]! | 0, to + i);
+        this.moved(mSlot[to + i]!, mLo[to + i]! | 0, mHi[to + i]! | 0, off + i, to + i);
       }
       mSlot.fill(NONE, off, off + cap);
       mSet.fill(NONE, off, off + cap);

@@ -36,6 +36,11 @@ export class PairIndex {
   private slots = new Int32Array(64);
   private cap = 64;
   private count = 0;
+  /**
+   * The empty slot where the last `find` that missed stopped: where its key goes if it is
+   * inserted next (`insert`'s `hole`), saving the second probe of the same run of slots.
+   */
+  hole = -1;
 
   constructor(private readonly keys: PairKeys) {}
 
@@ -51,7 +56,10 @@ export class PairIndex {
     let i = home(pairHash(set, slot), cap);
     for (;;) {
       const v = s[i]!;
-      if (v === 0) return -1;
+      if (v === 0) {
+        this.hole = i;
+        return -1;
+      }
       const p = v - 1;
       if (mSet[p] === set && mSlot[p] === slot) return p;
       i = i + 1 === cap ? 0 : i + 1;
@@ -68,10 +76,17 @@ export class PairIndex {
     s[i] = to + 1;
   }
 
-  /** Adds position `p` (its set and slot already written). */
-  insert(p: number): void {
-    if ((this.count + 1) * 4 > this.cap * 3) this.resize(Math.ceil(this.cap * 1.5));
-    this.place(this.slots, this.cap, p);
+  /**
+   * Adds position `p` (its set and slot already written). `hole`: the `hole` of a `find` of the
+   * same key that missed, with no insert or removal since (moves keep it empty), or -1.
+   */
+  insert(p: number, hole = -1): void {
+    if ((this.count + 1) * 4 > this.cap * 3) {
+      this.resize(Math.ceil(this.cap * 1.5));
+      hole = -1;
+    }
+    if (hole >= 0) this.slots[hole] = p + 1;
+    else this.place(this.slots, this.cap, p);
     this.count++;
   }
 

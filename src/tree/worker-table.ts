@@ -110,6 +110,28 @@ export class WorkerTable {
     if (s >= 0) this.slots[s] = encode(ref);
   }
 
+  /**
+   * Points the entry of pair `from` at `to` (the same pair, moved: member-sets.ts `moved`),
+   * finding it by value from the hash's home slot: no key is read back on the way, where
+   * `repoint` reads each passed entry's hash from the pool (a random read per probe). A set's
+   * move repoints every member, ~3 moves a member in the shared-prompt build.
+   */
+  move(lo: number, hi: number, from: PairRef, to: PairRef): void {
+    const slots = this.slots;
+    const cap = this.cap;
+    const v = encode(from);
+    let i = this.home(lo, hi);
+    for (;;) {
+      const x = slots[i]!;
+      if (x === v) {
+        slots[i] = encode(to);
+        return;
+      }
+      if (x === 0) return;
+      i = i + 1 === cap ? 0 : i + 1;
+    }
+  }
+
   /** Removes the hash; returns false when it was absent. */
   remove(lo: number, hi: number): boolean {
     let i = this.findSlot(lo, hi);
