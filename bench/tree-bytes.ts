@@ -25,10 +25,10 @@ export function bytesByStructure(tree: RadixTree): Record<string, number> {
     'free-id bitmap': r(n.bytes - nodeCap * 29 - n.keyLo.length * 16 - n.members.bytes),
     'edge table + root keys': r(tree.edges.bytes),
     'worker tables (external hash -> pair)': r(tables),
-    'member set records (28/set)': r(m.records),
-    'member pool (16/position: slot, hash, set)': r(m.pool),
+    'member set records (32/set)': r(m.records),
+    'member pool (12/position: slot, hash)': r(m.pool),
     'member id words (sets of 64+)': r(m.ids),
-    'pair index': r(m.index),
+    'member tables (sets of 16+)': r(m.tables),
     'per-slot keys and ids': r(n.keyLo.length * 16),
   };
   parts['total typed arrays'] = r(tree.bytes);
