@@ -25,7 +25,7 @@ export function bytesByStructure(tree: RadixTree): Record<string, number> {
     'free-id bitmap': r(n.bytes - nodeCap * 29 - n.keyLo.length * 16 - n.members.bytes),
     'edge table + root keys': r(tree.edges.bytes),
     'worker tables (external hash -> pair)': r(tables),
-    'member set records (32/set)': r(m.records),
+    'member set records (28/set)': r(m.records),
     'member pool (12/position: slot, hash)': r(m.pool),
     'member id words (sets of 64+)': r(m.ids),
     'member tables (sets of 16+)': r(m.tables),

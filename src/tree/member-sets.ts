@@ -7,7 +7,7 @@
  *
  * Per set (`SET_WORDS` words of `sets`, shared: lookups read them): its worker count, the XOR of
  * its workers' slot keys (the 64-bit fingerprint walk.ts compares), the offset of its members in
- * the pool, and the offset of their id words in `mIds` (or NONE); private: its capacity, node and
+ * the pool, and the offset of their id words in `mIds` (or NONE); private: its capacity and
  * member table. Per member (a pool position): its worker slot (shared: lookups visit it) and its
  * external block hash (8, private: the worker's lookup reads it back). The id words (8 per
  * member, shared) are kept only for sets of at least `MEMBERS_FROM` workers, where a lookup
@@ -82,7 +82,6 @@ export class MemberSets {
   /** Per pool position: the member's external hash halves (private). */
   mLo: Uint32Array;
   mHi: Uint32Array;
-  private setNode: Int32Array;
   private setCap: Int32Array;
   /** Per set: where its member table starts in `tabs`, or NONE. */
   private setTab: Int32Array;
@@ -105,7 +104,6 @@ export class MemberSets {
     const sets = 16;
     const pool = 64;
     this.sets = store.int32(sets * SET_WORDS, 0);
-    this.setNode = L.int32(sets, NONE);
     this.setCap = L.int32(sets, 0);
     this.setTab = L.int32(sets, NONE);
     this.mSlot = store.int32(pool, NONE);
@@ -129,12 +127,12 @@ export class MemberSets {
   }
 
   /**
-   * Bytes by structure: set records (20 shared + 12 private per set), pool (12 per position:
+   * Bytes by structure: set records (20 shared + 8 private per set), pool (12 per position:
    * slot, hash), id words of large sets, member tables of sets of `TABLE_FROM`+ workers.
    */
   get bytesBy(): { records: number; pool: number; ids: number; tables: number } {
     return {
-      records: this.sets.length * 4 + this.setNode.length * 12,
+      records: this.sets.length * 4 + this.setCap.length * 8,
       pool: this.mSlot.length * 12,
       ids: this.mIds.length * 4,
       tables: this.tabs.length * 4,
@@ -144,11 +142,6 @@ export class MemberSets {
   /** Pool positions handed out (live members, free ranges and growth slack of live sets). */
   get poolUsed(): number {
     return this.pool.top - this.pool.freePositions;
-  }
-
-  /** The node of set `set`. */
-  nodeOfSet(set: number): number {
-    return this.setNode[set]!;
   }
 
   /** Worker count of `set`. */
@@ -186,21 +179,19 @@ export class MemberSets {
     }
   }
 
-  /** An empty set for `node` (its node word is the caller's to switch once members are in). */
-  create(node: number): number {
+  /** An empty set (the node word that names it is the caller's to switch once members are in). */
+  create(): number {
     let set = this.freeSets.pop();
     if (set === undefined) {
       set = this.setTop++;
       if (set * SET_WORDS >= this.sets.length) {
-        const cap = Math.ceil(this.setNode.length * 1.5);
+        const cap = Math.ceil(this.setCap.length * 1.5);
         this.sets = this.store.growInt32(this.sets, cap * SET_WORDS, 0);
-        this.setNode = L.growInt32(this.setNode, cap, NONE);
         this.setCap = L.growInt32(this.setCap, cap, 0);
         this.setTab = L.growInt32(this.setTab, cap, NONE);
       }
     }
     const off = this.pool.alloc(2);
-    this.setNode[set] = node;
     this.setCap[set] = 2;
     const r = set * SET_WORDS;
     const s = this.sets;
@@ -315,7 +306,6 @@ export class MemberSets {
     s[r + 2] = 0;
     s[r + 3] = NONE;
     s[r + 4] = NONE;
-    this.setNode[set] = NONE;
     this.setCap[set] = 0;
     this.setTab[set] = NONE;
     this.freeSets.push(set);

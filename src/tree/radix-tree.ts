@@ -324,7 +324,7 @@ export class RadixTree {
     // A worker's first event: each of its n blocks (distinct: checkStored) is a new pair, so the
     // lookup is sized once (4,096 workers storing a 48-block prompt: 4 rehashes a worker, 9 % of
     // the build, and 4x its table in freed arrays).
-    if (table.count === 0) table.reserve(n);
+    if (table.count === 0) table.reserveSteps(n);
     const path = this.path;
     let m = 0;
     while (m < n && path[m]! >= 0) m++;
@@ -763,7 +763,7 @@ export class RadixTree {
       // the inline worker's lookup is repointed at its member.
       const hLo = nodes.h0Lo[node]!;
       const hHi = nodes.h0Hi[node]!;
-      set = m.create(node);
+      set = m.create();
       m.append(set, w, hLo, hHi);
       nodes.setW0(node, -set - 2);
       this.tables[w]!.move(hLo | 0, hHi | 0, node as number as PairRef, ~node as PairRef);

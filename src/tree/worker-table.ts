@@ -120,6 +120,19 @@ export class WorkerTable {
   }
 
   /**
+   * Makes room for `extra` more entries in one rehash, at the capacity 1.5x steps of `insert`
+   * would reach (a worker's first event: radix-tree.ts `prepareStore`), so the table ends with
+   * the bytes it would have had anyway: sized as `reserve` does, the conversation workload's
+   * tables took 6.46 bytes a pair instead of 5.82.
+   */
+  reserveSteps(extra: number): void {
+    const need = this.count + extra;
+    let cap = this.cap;
+    while (need * 4 > cap * 3) cap = Math.ceil(cap * 1.5);
+    if (cap !== this.cap) this.resize(cap);
+  }
+
+  /**
    * Points the entry of pair `from`, of hash (lo, hi), at `to` (the same pair, now inline or now
    * a member), finding it by value from the hash's home slot: no key is read back on the way
    * (a pair in the middle of the switch has none to read).
