@@ -93,3 +93,42 @@ describe('member tables', () => {
     expect(sortedScores(tree.findMatches(f.prompt))).toEqual(sortedScores(model.findMatches(f.prompt)));
   });
 });
+
+describe('member sets after a peak (in-thread)', () => {
+  it('give their records and pool back, renumbered, and every lookup and removal stays exact', () => {
+    // 32 prompts of 8 blocks, each shared by a group of 3 of the 96 workers: 256 sets of 3.
+    const workers = 96;
+    const f = fleet(workers, 'groups', 8, 1, 3);
+    const tree = new RadixTree();
+    const model = new MapRadixTree();
+    const apply = (e: RouterEvent): void => {
+      expect(tree.applyEvent(e)).toBe(model.applyEvent(e));
+    };
+    const check = (): void => {
+      for (let w = 0; w < workers; w += 5) {
+        expect(sortedScores(tree.findMatches(f.chains[w]!))).toEqual(sortedScores(model.findMatches(f.chains[w]!)));
+      }
+      for (const w of f.workers) expect(tree.blockCount(w)).toBe(model.blockCount(w));
+    };
+    for (const e of f.events) apply(e);
+    const m = tree.nodes.members;
+    const peak = m.bytesBy;
+    expect(m.liveSets).toBe(256);
+    check();
+    // Down to 2 shared prompts: every other group's second and third workers leave.
+    for (let w = 2; w < workers; w += 3) if (w % 48 !== 2) apply(cleared(f.workers[w]!));
+    for (let w = 1; w < workers; w += 3) if (w % 48 !== 1) apply(cleared(f.workers[w]!));
+    expect(m.liveSets).toBe(16);
+    const after = m.bytesBy;
+    expect(after.records).toBeLessThan(peak.records / 4);
+    expect(after.pool).toBeLessThan(peak.pool / 4);
+    check();
+    // Every pair left is removed by its hash; the sets come back and go again.
+    for (const e of f.events) apply(e);
+    expect(m.liveSets).toBe(256);
+    check();
+    for (let w = 0; w < workers; w++) apply(removed(f.workers[w]!, blocksOf(f.events[w]!).map((b) => b.blockHash).reverse()));
+    expect(tree.size).toBe(0);
+    expect(m.liveSets).toBe(0);
+  });
+});

@@ -150,6 +150,8 @@ export class RadixTree {
       this.nodes = new NodeStore(LOCAL_STORE, capacity);
       this.edges = new EdgeTable(this.nodes, capacity);
     }
+    // A member's node, for renumbering sets (member-sets.ts `compact`): its worker's entry is `~node`.
+    this.nodes.members.nodeOfMember = (slot, lo, hi) => ~(this.tables[slot]!.find(lo, hi) as number);
     this.uses = createUseTracker(options.expirationMs, options.now);
     this.trailTree = { nodes: this.nodes, uses: this.uses, slotIds: this.slotIds, childOf: (cur, lo, hi) => this.childOf(cur, lo, hi) };
     this.budget = new PairBudget(options.maxPairs, options.lowWaterRatio);
