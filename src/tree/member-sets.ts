@@ -28,6 +28,7 @@
  */
 import type { ArrayStore } from './array-store.js';
 import { LOCAL_STORE } from './array-store.js';
+import { memberHome as home, tableDelete, tablePut, tableSize } from './member-table.js';
 import { RangePool } from './range-pool.js';
 
 /** Words per set record: count, fingerprint low, high, member offset, id offset. */
@@ -58,25 +59,6 @@ export interface SetSource {
 export const TABLE_FROM = 16;
 /** Workers under which a set drops its member table. */
 export const TABLE_UNDER = 8;
-
-/** 2^-32: scales a uint32 hash to [0, 1). */
-const SCALE = 2.3283064365386963e-10;
-
-/** Slots of the member table of a set of capacity `cap`: its load stays at most 0.75. */
-function tableSize(cap: number): number {
-  return ((cap * 4) / 3 + 1) | 0;
-}
-
-/**
- * The home slot of worker `slot` in a member table of `n` slots: Fibonacci hashing, unmixed.
- * Slots are handed out in order, and the multiples of the golden ratio spread consecutive ones
- * evenly over the table (three-gap theorem), so a prompt that a whole fleet shares fills its
- * table with short runs; mixed further, the runs of linear probing were random-like (a missed
- * `find` probed ~5 slots: 24 % of the shared-prompt build).
- */
-function home(slot: number, n: number): number {
-  return ((Math.imul(slot, 0x9e3779b9) >>> 0) * n * SCALE) | 0;
-}
 
 export class MemberSets {
   /** Per set, `SET_WORDS` words (see above). Read by lookups. */
@@ -238,7 +220,7 @@ export class MemberSets {
     this.mLo[pos] = lo;
     this.mHi[pos] = hi;
     const t = this.setTab[set]!;
-    if (t >= 0) this.tabPut(t, tableSize(this.setCap[set]!), slot, cnt + 1, hole);
+    if (t >= 0) tablePut(this.tabs, t, tableSize(this.setCap[set]!), slot, cnt + 1, hole);
     const ids = s[r + 4]!;
     if (ids >= 0) {
       this.mIds[2 * (ids + cnt)] = this.src.slotLo[slot]!;
@@ -269,7 +251,7 @@ export class MemberSets {
     const t = this.setTab[set]!;
     if (t >= 0) {
       const n = tableSize(this.setCap[set]!);
-      this.tabDelete(t, n, off, slot);
+      tableDelete(this.tabs, t, n, this.mSlot, off, slot);
       // The last member's entry names its new index.
       if (pos !== last) {
         const tabs = this.tabs;
@@ -438,43 +420,8 @@ export class MemberSets {
     const off = this.sets[set * SET_WORDS + 3]!;
     const cnt = this.sets[set * SET_WORDS]!;
     const mSlot = this.mSlot;
-    for (let k = 0; k < cnt; k++) this.tabPut(t, n, mSlot[off + k]!, k + 1, -1);
+    for (let k = 0; k < cnt; k++) tablePut(this.tabs, t, n, mSlot[off + k]!, k + 1, -1);
     this.setTab[set] = t;
-  }
-
-  /** Puts entry `v` (index + 1) of worker `slot` into the table at `t` of `n` slots (at `hole` if >= 0). */
-  private tabPut(t: number, n: number, slot: number, v: number, hole: number): void {
-    const tabs = this.tabs;
-    let i = hole;
-    if (i < 0) {
-      i = home(slot, n);
-      while (tabs[t + i] !== 0) i = i + 1 === n ? 0 : i + 1;
-    }
-    tabs[t + i] = v;
-  }
-
-  /** Removes worker `slot`'s entry from the table at `t` of `n` slots (backward shift). */
-  private tabDelete(t: number, n: number, off: number, slot: number): void {
-    const tabs = this.tabs;
-    const mSlot = this.mSlot;
-    let i = home(slot, n);
-    while (mSlot[off + tabs[t + i]! - 1] !== slot) i = i + 1 === n ? 0 : i + 1;
-    for (;;) {
-      tabs[t + i] = 0;
-      let j = i;
-      for (;;) {
-        j = j + 1 === n ? 0 : j + 1;
-        const v = tabs[t + j]!;
-        if (v === 0) return;
-        const h = home(mSlot[off + v - 1]!, n);
-        // The entry at j may move to i unless its home lies cyclically in (i, j].
-        if (i <= j ? h <= i || h > j : h <= i && h > j) {
-          tabs[t + i] = v;
-          i = j;
-          break;
-        }
-      }
-    }
   }
 
   /** Gives a set that reached `MEMBERS_FROM` workers its id words. */
