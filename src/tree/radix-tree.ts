@@ -858,8 +858,9 @@ export class RadixTree {
       nodes.h0Lo[node] = hLo;
       nodes.h0Hi[node] = hHi;
       nodes.setW0(node, w);
-      m.dissolve(set);
+      // Repointed before the set goes: `dissolve` may compact the sets, which reads lookups.
       this.tables[w]!.move(hLo | 0, hHi | 0, ~node as PairRef, node as PairRef);
+      m.dissolve(set);
     }
   }
 
