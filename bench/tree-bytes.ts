@@ -26,9 +26,9 @@ export function bytesByStructure(tree: RadixTree): Record<string, number> {
     'edge table + root keys': r(tree.edges.bytes),
     'worker tables (external hash -> pair)': r(tables),
     'member set records (28/set)': r(m.records),
-    'member pool (16/position: slot, hash, set)': r(m.pool),
+    'member pool (12/position: slot, hash)': r(m.pool),
     'member id words (sets of 64+)': r(m.ids),
-    'pair index': r(m.index),
+    'member tables (sets of 16+)': r(m.tables),
     'per-slot keys and ids': r(n.keyLo.length * 16),
   };
   parts['total typed arrays'] = r(tree.bytes);

@@ -88,7 +88,8 @@ function edgesByParent(slots: Int32Array, parent: Int32Array): { kids: Int32Arra
 }
 
 /**
- * Members of a node's set scanned before asking the pair index (pair-index.ts, O(1)) instead.
+ * Members of a node's set scanned before asking the set (member-sets.ts `find`: a longer scan, or
+ * its member table, O(1)) instead.
  * Each worker's chain down a prompt that k workers share checks the worker on every node of it,
  * so scanning whole worker lists made a dump O(k^2) per shared node: k workers on one 64-block
  * prompt, in-thread, 1,000 -> 4,000 workers took 404 -> 4,746 ms (11.7x for 4x the pairs;
@@ -125,7 +126,7 @@ export function dumpTree(tree: RadixTree, sink: DumpSink): void {
   // Member sets (member-sets.ts): a set's record (5 words, `SET_WORDS`, written as a literal as
   // the node records' offsets are) gives its members' range in the pool: [3] offset, [0] count.
   const { sets, mSlot, mLo, mHi } = nodes.members;
-  const pairs = nodes.members.index;
+  const members = nodes.members;
   const rec = nodes.node;
   // Children have no list (node-store.ts): a node's children are its first child, if any, and
   // its edges (`edgesByParent`).
@@ -157,7 +158,7 @@ export function dumpTree(tree: RadixTree, sink: DumpSink): void {
         }
       }
     } else {
-      p = pairs.find(set, slot);
+      p = members.find(set, slot);
     }
     if (p < 0) return false;
     hashLo = mLo[p]!;
@@ -175,7 +176,7 @@ export function dumpTree(tree: RadixTree, sink: DumpSink): void {
     const set = -w - 2;
     const r = set * 5;
     const n = sets[r]!;
-    if (n > SET_STEPS) return pairs.find(set, slot) >= 0;
+    if (n > SET_STEPS) return members.find(set, slot) >= 0;
     for (let q = sets[r + 3]!, end = q + n; q < end; q++) if (mSlot[q] === slot) return true;
     return false;
   };

@@ -7,23 +7,28 @@
  *
  * Per set (`SET_WORDS` words of `sets`, shared: lookups read them): its worker count, the XOR of
  * its workers' slot keys (the 64-bit fingerprint walk.ts compares), the offset of its members in
- * the pool, and the offset of their id words in `mIds` (or NONE); private: its capacity and node.
- * Per member (a pool position): its worker slot (shared: lookups visit it), its external block
- * hash (8, private: the worker's lookup reads it back) and its set (4, private: the key the pair
- * index reads back). The id words (8 per member, shared) are kept only for sets of at least
- * `MEMBERS_FROM` workers, where a lookup copies them into its result in bulk (walk.ts `emit`):
- * at 4,096 workers that copy is what made a lookup ~2 us instead of ~50.
+ * the pool, and the offset of their id words in `mIds` (or NONE); private: its capacity and
+ * member table. Per member (a pool position): its worker slot (shared: lookups visit it) and its
+ * external block hash (8, private: the worker's lookup reads it back). The id words (8 per
+ * member, shared) are kept only for sets of at least `MEMBERS_FROM` workers, where a lookup
+ * copies them into its result in bulk (walk.ts `emit`): at 4,096 workers that copy is what made
+ * a lookup ~2 us instead of ~50.
  *
- * A member's position is its pair reference (`~position`, node-store.ts), held by its worker's
- * lookup (worker-table.ts) and the pair index (pair-index.ts). Positions move: on removal the
- * set's last member takes the leaving one's place, and a set that outgrows its range moves to a
- * larger one (capacity 2, then 1.5x; grown in place when the positions after it are free). The
- * owner's `moved` hook repoints the worker's lookup; the pair index is repointed here. A set
- * that falls to one worker is dissolved: the node stores that worker inline again.
+ * Membership ("where is worker w in this set?", `find`): a scan of the set's slots under
+ * `TABLE_FROM` workers, else the set's own member table (open addressing, slot -> index in the
+ * set + 1, sized from the set's capacity). A pair is named by its node, not its position
+ * (node-store.ts `PairRef`), so positions may move freely: on removal the set's last member
+ * takes the leaving one's place (one table entry changes), and a set that outgrows its range
+ * moves to a larger one (capacity 2, then 1.5x; grown in place when the positions after it are
+ * free), rebuilding its table there. Before, a position was the pair's name, held by the
+ * worker's lookup and a tree-wide (set, worker) -> position index: every moved member cost a
+ * probe of each (random reads: 23 % of the shared-prompt build) and the index and an owner-set
+ * word per position cost 13 bytes a pair there. A set that falls to one worker is dissolved: the
+ * node stores that worker inline again.
  */
 import type { ArrayStore } from './array-store.js';
 import { LOCAL_STORE } from './array-store.js';
-import { PairIndex } from './pair-index.js';
+import { memberHome as home, tableDelete, tablePut, tableSize } from './member-table.js';
 import { RangePool } from './range-pool.js';
 
 /** Words per set record: count, fingerprint low, high, member offset, id offset. */
@@ -46,10 +51,14 @@ export interface SetSource {
   keyHi: Uint32Array;
   slotLo: Uint32Array;
   slotHi: Uint32Array;
+  /** Writes a node's worker word (a set renumbered by `compact` is `-set - 2` there). */
+  setW0(node: number, w: number): void;
 }
 
-/** Called for each member whose position changed: its slot, its external hash, its new position. */
-export type MoveHook = (slot: number, lo: number, hi: number, pos: number) => void;
+/** Workers a set needs before it keeps a member table (`find` scans smaller sets). */
+export const TABLE_FROM = 16;
+/** Workers under which a set drops its member table. */
+export const TABLE_UNDER = 8;
 
 export class MemberSets {
   /** Per set, `SET_WORDS` words (see above). Read by lookups. */
@@ -61,71 +70,76 @@ export class MemberSets {
   /** Per pool position: the member's external hash halves (private). */
   mLo: Uint32Array;
   mHi: Uint32Array;
-  /** Per pool position: the member's set, NONE when free (private: the pair index's key). */
-  mSet: Int32Array;
-  private setNode: Int32Array;
   private setCap: Int32Array;
+  /** Per set: where its member table starts in `tabs`, or NONE. */
+  private setTab: Int32Array;
+  /** Member tables: per slot, the member's index in its set + 1, 0 when empty. */
+  private tabs: Int32Array;
   private setTop = 0;
+  /** Sum of the live sets' capacities: the pool positions a compacted pool needs. */
+  private capSum = 0;
+  /**
+   * The node of the member (slot, hash) (the tree's worker lookups know it): `compact` renumbers
+   * sets by it, where a node word per set would cost 4 bytes a record.
+   */
+  nodeOfMember: (slot: number, lo: number, hi: number) => number = () => NONE;
+  /** Private arrays (an in-thread tree): compacted after a peak (`compact`). */
+  private readonly local: boolean;
   private readonly freeSets: number[] = [];
   liveSets = 0;
   liveMembers = 0;
-  /** (set, slot) -> position: membership in O(1). */
-  readonly index: PairIndex;
+  /**
+   * The member-table slot where the last `find` that missed in a set with a table stopped:
+   * where that worker goes if it is appended next (`append`'s `hole`), saving a second probe.
+   */
+  hole = -1;
   private readonly pool: RangePool;
   private readonly idPool: RangePool;
-  /** Repoints a moved member's entry in its worker's lookup (set by the tree). */
-  moved: MoveHook = () => {};
+  private readonly tabPool: RangePool;
 
   constructor(private readonly store: ArrayStore, private readonly src: SetSource) {
     const sets = 16;
     const pool = 64;
     this.sets = store.int32(sets * SET_WORDS, 0);
-    this.setNode = L.int32(sets, NONE);
     this.setCap = L.int32(sets, 0);
+    this.local = store.solo;
+    this.setTab = L.int32(sets, NONE);
     this.mSlot = store.int32(pool, NONE);
     this.mLo = L.uint32(pool);
     this.mHi = L.uint32(pool);
-    this.mSet = L.int32(pool, NONE);
     this.mIds = store.uint32(2 * MEMBERS_FROM);
-    this.index = new PairIndex(this);
+    this.tabs = L.int32(64, 0);
     this.pool = new RangePool((atLeast) => this.growPool(atLeast));
     this.idPool = new RangePool((atLeast) => {
       if (2 * atLeast > this.mIds.length) this.mIds = this.store.growUint32(this.mIds, 2 * Math.max(atLeast, Math.ceil(this.mIds.length * GROW / 2)));
+    });
+    this.tabPool = new RangePool((atLeast) => {
+      if (atLeast > this.tabs.length) this.tabs = L.growInt32(this.tabs, Math.max(atLeast, Math.ceil(this.tabs.length * GROW)), 0);
     });
   }
 
   /** Bytes of the typed arrays (capacities). */
   get bytes(): number {
     const b = this.bytesBy;
-    return b.records + b.pool + b.ids + b.index;
+    return b.records + b.pool + b.ids + b.tables;
   }
 
   /**
-   * Bytes by structure: set records (20 shared + 8 private per set), pool (16 per position:
-   * slot, hash, set), id words of large sets, pair index.
+   * Bytes by structure: set records (20 shared + 8 private per set), pool (12 per position:
+   * slot, hash), id words of large sets, member tables of sets of `TABLE_FROM`+ workers.
    */
-  get bytesBy(): { records: number; pool: number; ids: number; index: number } {
+  get bytesBy(): { records: number; pool: number; ids: number; tables: number } {
     return {
-      records: this.sets.length * 4 + this.setNode.length * 8,
-      pool: this.mSlot.length * 16,
+      records: this.sets.length * 4 + this.setCap.length * 8,
+      pool: this.mSlot.length * 12,
       ids: this.mIds.length * 4,
-      index: this.index.bytes,
+      tables: this.tabs.length * 4,
     };
   }
 
   /** Pool positions handed out (live members, free ranges and growth slack of live sets). */
   get poolUsed(): number {
     return this.pool.top - this.pool.freePositions;
-  }
-
-  /** The node of set `set`. */
-  nodeOfSet(set: number): number {
-    return this.setNode[set]!;
-  }
-
-  /** The node of the member at `pos`. */
-  nodeOf(pos: number): number {
-    return this.setNode[this.mSet[pos]!]!;
   }
 
   /** Worker count of `set`. */
@@ -138,21 +152,46 @@ export class MemberSets {
     return this.sets[set * SET_WORDS + 3]!;
   }
 
-  /** An empty set for `node` (its node word is the caller's to switch once members are in). */
-  create(node: number): number {
+  /** The position of worker `slot` in `set`, or -1 (then `hole` is where it would go). */
+  find(set: number, slot: number): number {
+    const r = set * SET_WORDS;
+    const s = this.sets;
+    const off = s[r + 3]!;
+    const mSlot = this.mSlot;
+    const t = this.setTab[set]!;
+    if (t < 0) {
+      for (let p = off, end = off + s[r]!; p < end; p++) if (mSlot[p] === slot) return p;
+      return -1;
+    }
+    const tabs = this.tabs;
+    const n = tableSize(this.setCap[set]!);
+    let i = home(slot, n);
+    for (;;) {
+      const v = tabs[t + i]!;
+      if (v === 0) {
+        this.hole = i;
+        return -1;
+      }
+      if (mSlot[off + v - 1] === slot) return off + v - 1;
+      i = i + 1 === n ? 0 : i + 1;
+    }
+  }
+
+  /** An empty set (the node word that names it is the caller's to switch once members are in). */
+  create(): number {
     let set = this.freeSets.pop();
     if (set === undefined) {
       set = this.setTop++;
       if (set * SET_WORDS >= this.sets.length) {
-        const cap = Math.ceil(this.setNode.length * 1.5);
+        const cap = Math.ceil(this.setCap.length * 1.5);
         this.sets = this.store.growInt32(this.sets, cap * SET_WORDS, 0);
-        this.setNode = L.growInt32(this.setNode, cap, NONE);
         this.setCap = L.growInt32(this.setCap, cap, 0);
+        this.setTab = L.growInt32(this.setTab, cap, NONE);
       }
     }
     const off = this.pool.alloc(2);
-    this.setNode[set] = node;
     this.setCap[set] = 2;
+    this.capSum += 2;
     const r = set * SET_WORDS;
     const s = this.sets;
     s[r] = 0;
@@ -164,18 +203,24 @@ export class MemberSets {
     return set;
   }
 
-  /** Adds worker `slot` with external hash (lo, hi) to `set` (not a member yet); returns its position. */
-  append(set: number, slot: number, lo: number, hi: number): number {
+  /**
+   * Adds worker `slot` with external hash (lo, hi) to `set` (not a member: `find` missed);
+   * returns its position. `hole`: `this.hole` right after that `find`, or -1.
+   */
+  append(set: number, slot: number, lo: number, hi: number, hole = -1): number {
     const r = set * SET_WORDS;
     const cnt = this.sets[r]!;
-    if (cnt === this.setCap[set]) this.growSet(set, cnt);
+    if (cnt === this.setCap[set]) {
+      this.growSet(set, cnt);
+      hole = -1; // the table was rebuilt
+    }
     const s = this.sets;
     const pos = s[r + 3]! + cnt;
     this.mSlot[pos] = slot;
     this.mLo[pos] = lo;
     this.mHi[pos] = hi;
-    this.mSet[pos] = set;
-    this.index.insert(pos);
+    const t = this.setTab[set]!;
+    if (t >= 0) tablePut(this.tabs, t, tableSize(this.setCap[set]!), slot, cnt + 1, hole);
     const ids = s[r + 4]!;
     if (ids >= 0) {
       this.mIds[2 * (ids + cnt)] = this.src.slotLo[slot]!;
@@ -185,17 +230,17 @@ export class MemberSets {
     s[r + 2] = s[r + 2]! ^ this.src.keyHi[slot]!;
     s[r] = cnt + 1;
     this.liveMembers++;
+    if (t < 0 && cnt + 1 >= TABLE_FROM) this.buildTable(set);
     if (ids < 0 && cnt + 1 >= MEMBERS_FROM) this.buildIds(set);
     return pos;
   }
 
   /**
-   * Takes the member at `pos` out of its set (the set's last member takes its place); returns
-   * the set's new count. A set left with one member is the caller's to `dissolve`.
+   * Takes the member at `pos` out of `set` (the set's last member takes its place); returns the
+   * set's new count. A set left with one member is the caller's to `dissolve`.
    */
-  remove(pos: number): number {
+  remove(set: number, pos: number): number {
     const mSlot = this.mSlot;
-    const set = this.mSet[pos]!;
     const r = set * SET_WORDS;
     const s = this.sets;
     const cnt = s[r]!;
@@ -203,12 +248,22 @@ export class MemberSets {
     const ids = s[r + 4]!;
     const last = off + cnt - 1;
     const slot = mSlot[pos]!;
-    this.index.remove(pos);
+    const t = this.setTab[set]!;
+    if (t >= 0) {
+      const n = tableSize(this.setCap[set]!);
+      tableDelete(this.tabs, t, n, this.mSlot, off, slot);
+      // The last member's entry names its new index.
+      if (pos !== last) {
+        const tabs = this.tabs;
+        let i = home(mSlot[last]!, n);
+        while (tabs[t + i] !== cnt) i = i + 1 === n ? 0 : i + 1;
+        tabs[t + i] = pos - off + 1;
+      }
+    }
     if (pos !== last) {
       mSlot[pos] = mSlot[last]!;
       this.mLo[pos] = this.mLo[last]!;
       this.mHi[pos] = this.mHi[last]!;
-      this.index.move(last, pos);
       if (ids >= 0) {
         const m = this.mIds;
         const to = 2 * (ids + pos - off);
@@ -216,10 +271,8 @@ export class MemberSets {
         m[to] = m[from]!;
         m[to + 1] = m[from + 1]!;
       }
-      this.moved(mSlot[pos]!, this.mLo[pos]! | 0, this.mHi[pos]! | 0, pos);
     }
     mSlot[last] = NONE;
-    this.mSet[last] = NONE;
     s[r + 1] = s[r + 1]! ^ this.src.keyLo[slot]!;
     s[r + 2] = s[r + 2]! ^ this.src.keyHi[slot]!;
     s[r] = cnt - 1;
@@ -227,6 +280,10 @@ export class MemberSets {
     if (ids >= 0 && cnt - 1 < MEMBERS_UNDER) {
       this.idPool.free(ids, this.setCap[set]!);
       s[r + 4] = NONE;
+    }
+    if (t >= 0 && cnt - 1 < TABLE_UNDER) {
+      this.tabPool.free(t, tableSize(this.setCap[set]!));
+      this.setTab[set] = NONE;
     }
     return cnt - 1;
   }
@@ -237,23 +294,94 @@ export class MemberSets {
     const s = this.sets;
     const cnt = s[r]!;
     const off = s[r + 3]!;
-    for (let i = 0; i < cnt; i++) {
-      this.index.remove(off + i);
-      this.mSlot[off + i] = NONE;
-      this.mSet[off + i] = NONE;
-    }
+    this.mSlot.fill(NONE, off, off + cnt);
     this.liveMembers -= cnt;
     this.pool.free(off, this.setCap[set]!);
     if (s[r + 4]! >= 0) this.idPool.free(s[r + 4]!, this.setCap[set]!);
+    const t = this.setTab[set]!;
+    if (t >= 0) this.tabPool.free(t, tableSize(this.setCap[set]!));
     s[r] = 0;
     s[r + 1] = 0;
     s[r + 2] = 0;
     s[r + 3] = NONE;
     s[r + 4] = NONE;
-    this.setNode[set] = NONE;
+    this.capSum -= this.setCap[set]!;
     this.setCap[set] = 0;
+    this.setTab[set] = NONE;
     this.freeSets.push(set);
     this.liveSets--;
+    if (this.local) this.compact();
+  }
+
+  /**
+   * Gives memory back after a peak, in an in-thread tree (no reader runs beside the writer, and
+   * private arrays can be replaced by smaller ones; shared ones only grow): when half the set
+   * records are free, the live sets are renumbered from 0 (their nodes' words rewritten) into
+   * records for 1.5x as many; when half the pool is outside the live sets' ranges, the ranges are
+   * copied end to end into a pool 1.25x their capacities. Pairs are named by node, so nothing
+   * else changes. Each compaction costs O(records or positions) and needs a quarter of them
+   * freed since the last one. The conversation workload peaks at 4,852 sets and
+   * 9,812 positions and ends with 1,771 and 3,794 (records for 7,065 and a pool of 13,794 kept:
+   * 5.6 bytes a pair before compaction).
+   */
+  private compact(): void {
+    if (this.setCap.length > 64 && this.liveSets * 2 < this.setCap.length) this.compactSets();
+    if (this.mSlot.length > 256 && this.capSum * 2 < this.mSlot.length) this.compactPool();
+  }
+
+  private compactSets(): void {
+    const n = Math.max(16, Math.ceil(this.liveSets * 1.5));
+    // The shared-memory arrays come from the store (growable memory in trees: array-store.ts),
+    // which forgets the old ones; the private ones are plain memory.
+    const sets = this.store.int32(n * SET_WORDS, 0);
+    const setCap = new Int32Array(n);
+    const setTab = new Int32Array(n).fill(NONE);
+    const old = this.sets;
+    // Every node first, while the lookups read the old numbering, then the new words.
+    const nodes = new Int32Array(this.liveSets);
+    let k = 0;
+    for (let set = 0; set < this.setTop; set++) {
+      if (this.setCap[set] === 0) continue;
+      const off = old[set * SET_WORDS + 3]!;
+      nodes[k] = this.nodeOfMember(this.mSlot[off]!, this.mLo[off]! | 0, this.mHi[off]! | 0);
+      sets.set(old.subarray(set * SET_WORDS, (set + 1) * SET_WORDS), k * SET_WORDS);
+      setCap[k] = this.setCap[set]!;
+      setTab[k] = this.setTab[set]!;
+      k++;
+    }
+    for (let i = 0; i < k; i++) this.src.setW0(nodes[i]!, -i - 2);
+    this.store.release(this.sets);
+    this.sets = sets;
+    this.setCap = setCap;
+    this.setTab = setTab;
+    this.setTop = k;
+    this.freeSets.length = 0;
+  }
+
+  private compactPool(): void {
+    const n = Math.max(64, Math.ceil(this.capSum * GROW));
+    const mSlot = this.store.int32(n, NONE);
+    const mLo = new Uint32Array(n);
+    const mHi = new Uint32Array(n);
+    const s = this.sets;
+    let at = 0;
+    for (let set = 0; set < this.setTop; set++) {
+      const cap = this.setCap[set]!;
+      if (cap === 0) continue;
+      const r = set * SET_WORDS;
+      const off = s[r + 3]!;
+      const end = off + s[r]!;
+      mSlot.set(this.mSlot.subarray(off, end), at);
+      mLo.set(this.mLo.subarray(off, end), at);
+      mHi.set(this.mHi.subarray(off, end), at);
+      s[r + 3] = at;
+      at += cap;
+    }
+    this.store.release(this.mSlot);
+    this.mSlot = mSlot;
+    this.mLo = mLo;
+    this.mHi = mHi;
+    this.pool.reset(at);
   }
 
   /** Room for one more member of a full set of `cnt`: in place if the positions after it are free. */
@@ -264,18 +392,12 @@ export class MemberSets {
     const off = this.sets[r + 3]!;
     if (!this.pool.extend(off + cap, next - cap)) {
       const to = this.pool.alloc(next); // may grow the pool's arrays: read them after
-      const { mSlot, mLo, mHi, mSet } = this;
+      const { mSlot, mLo, mHi } = this;
       mSlot.copyWithin(to, off, off + cnt);
       mLo.copyWithin(to, off, off + cnt);
       mHi.copyWithin(to, off, off + cnt);
-      mSet.copyWithin(to, off, off + cnt);
       this.sets[r + 3] = to;
-      for (let i = 0; i < cnt; i++) {
-        this.index.move(off + i, to + i);
-        this.moved(mSlot[to + i]!, mLo[to + i]! | 0, mHi[to + i]! | 0, to + i);
-      }
       mSlot.fill(NONE, off, off + cap);
-      mSet.fill(NONE, off, off + cap);
       this.pool.free(off, cap);
     }
     const ids = this.sets[r + 4]!;
@@ -285,7 +407,25 @@ export class MemberSets {
       this.idPool.free(ids, cap);
       this.sets[r + 4] = to;
     }
+    const t = this.setTab[set]!;
     this.setCap[set] = next;
+    this.capSum += next - cap;
+    if (t >= 0) {
+      this.tabPool.free(t, tableSize(cap));
+      this.buildTable(set);
+    }
+  }
+
+  /** Gives `set` a member table sized for its capacity, holding its members. */
+  private buildTable(set: number): void {
+    const n = tableSize(this.setCap[set]!);
+    const t = this.tabPool.alloc(n); // may grow `tabs`: read it after
+    this.tabs.fill(0, t, t + n);
+    const off = this.sets[set * SET_WORDS + 3]!;
+    const cnt = this.sets[set * SET_WORDS]!;
+    const mSlot = this.mSlot;
+    for (let k = 0; k < cnt; k++) tablePut(this.tabs, t, n, mSlot[off + k]!, k + 1, -1);
+    this.setTab[set] = t;
   }
 
   /** Gives a set that reached `MEMBERS_FROM` workers its id words. */
@@ -310,6 +450,5 @@ export class MemberSets {
     this.mSlot = this.store.growInt32(this.mSlot, n, NONE);
     this.mLo = L.growUint32(this.mLo, n);
     this.mHi = L.growUint32(this.mHi, n);
-    this.mSet = L.growInt32(this.mSet, n, NONE);
   }
 }

@@ -21,9 +21,10 @@
  * `w0` (word 3 of a node's record, below): >= 0 the single worker's slot; -1 (NONE) no pairs
  * (root, hollow node, free node); <= -2 the node's member set, `-w0 - 2`.
  *
- * Pair references (`PairRef`) name a pair without an object: a value >= 0 is the inline pair of
- * that node id, a value < 0 is the member at pool position `~ref` (member-sets.ts; positions
- * move, and the sets repoint the worker's lookup when they do).
+ * Pair references (`PairRef`) name a pair without an object, together with the worker's slot
+ * (a worker's lookup knows its own): a value >= 0 is the inline pair of that node id, a value < 0
+ * the worker's member in the set of node `~ref` (member-sets.ts `find`). A member's position in
+ * its set's array moves (removals, set growth) without any lookup being told.
  */
 
 import { LOCAL_STORE, MAX_NODE_RECORD_BYTES, nextCapacity, type ArrayStore } from './array-store.js';
@@ -34,7 +35,7 @@ import { MemberSets } from './member-sets.js';
 export type NodeId = number & { readonly __brand: 'NodeId' };
 /** Integer id of a worker slot inside one tree. */
 export type WorkerSlot = number & { readonly __brand: 'WorkerSlot' };
-/** A (worker, node) pair: >= 0 inline pair of that node, < 0 the member at position `~ref`. */
+/** A (worker, node) pair: >= 0 inline pair of that node, < 0 the worker's member of node `~ref`'s set. */
 export type PairRef = number & { readonly __brand: 'PairRef' };
 
 export const ROOT = 0 as NodeId;
@@ -347,9 +348,15 @@ export class NodeStore {
     return w < NONE ? -w - 2 : NONE;
   }
 
+  /** The position of worker `slot` in node `node`'s member set, or -1 (not a member). */
+  memberPos(node: number, slot: number): number {
+    const w = this.w0(node);
+    return w < NONE ? this.members.find(-w - 2, slot) : -1;
+  }
+
   /** The node of pair `ref`. */
   nodeOfRef(ref: PairRef): number {
-    return ref >= 0 ? ref : this.members.nodeOf(~ref);
+    return ref >= 0 ? ref : ~ref;
   }
 
   /**

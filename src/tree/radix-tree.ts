@@ -154,8 +154,8 @@ export class RadixTree {
       this.nodes = new NodeStore(this.own, capacity, this.own);
       this.edges = new EdgeTable(this.nodes, capacity);
     }
-    // A member that moved in its set's array (member-sets.ts): its worker's lookup follows it.
-    this.nodes.members.moved = (slot, lo, hi, pos) => this.tables[slot]!.repoint(lo, hi, ~pos as PairRef);
+    // A member's node, for renumbering sets (member-sets.ts `compact`): its worker's entry is `~node`.
+    this.nodes.members.nodeOfMember = (slot, lo, hi) => ~(this.tables[slot]!.find(lo, hi) as number);
     this.uses = createUseTracker(options.expirationMs, options.now);
     this.trailTree = { nodes: this.nodes, uses: this.uses, slotIds: this.slotIds, childOf: (cur, lo, hi) => this.childOf(cur, lo, hi) };
     this.budget = new PairBudget(options.maxPairs, options.lowWaterRatio);
@@ -337,6 +337,10 @@ export class RadixTree {
     const nodes = this.nodes;
     const slot = this.slotOf.get(workerId) ?? this.addWorker(workerId);
     const table = this.tables[slot]!;
+    // A worker's first event: each of its n blocks (distinct: checkStored) is a new pair, so the
+    // lookup is sized once (4,096 workers storing a 48-block prompt: 4 rehashes a worker, 9 % of
+    // the build, and 4x its table in freed arrays).
+    if (table.count === 0) table.reserveSteps(n);
     const path = this.path;
     let m = 0;
     while (m < n && path[m]! >= 0) m++;
@@ -346,7 +350,7 @@ export class RadixTree {
       const k = off + 4 * i;
       const child = nodes.allocUnlinked(cur as NodeId, words[k + 2]! | 0, words[k + 3]! | 0, slot, words[k]! | 0, words[k + 1]! | 0);
       if (i > m) this.nodes.link(child); // its parent is new: it becomes a first child, no edge
-      table.insert(child as number as PairRef);
+      table.insert(child as number as PairRef, words[k]! | 0, words[k + 1]! | 0);
       this.pairs++;
       path[i] = child;
       cur = child;
@@ -401,7 +405,7 @@ export class RadixTree {
         this.dropPair(id as PairRef, this.tables[w]!);
       } else {
         const off = nodes.members.offset(-w - 2);
-        this.dropPair(~off as PairRef, this.tables[nodes.members.mSlot[off]!]!);
+        this.dropPair(~id as PairRef, this.tables[nodes.members.mSlot[off]!]!);
       }
     });
   }
@@ -469,8 +473,7 @@ export class RadixTree {
   /** Whether pair `ref` is live and the worker's in `slot` (no pair is allocated while removing). */
   private holds(ref: PairRef, slot: number): boolean {
     const nodes = this.nodes;
-    // A member's position is cleared (NONE) when it leaves its set or the set moves or dissolves.
-    return ref >= 0 ? nodes.w0(ref) === slot : nodes.members.mSlot[~ref] === slot;
+    return ref >= 0 ? nodes.w0(ref) === slot : nodes.memberPos(~ref, slot) >= 0;
   }
 
   /**
@@ -606,7 +609,10 @@ export class RadixTree {
       if (slots[i] === 0) continue;
       const ref = table.refAt(i);
       if (ref >= 0) hashes.push(nodes.h0Lo[ref]!, nodes.h0Hi[ref]!);
-      else hashes.push(nodes.members.mLo[~ref]!, nodes.members.mHi[~ref]!);
+      else {
+        const p = nodes.memberPos(~ref, slot);
+        hashes.push(nodes.members.mLo[p]!, nodes.members.mHi[p]!);
+      }
     }
     for (let i = 0; i < hashes.length; i += 2) {
       const ref = table.find(hashes[i]! | 0, hashes[i + 1]! | 0);
@@ -715,7 +721,7 @@ export class RadixTree {
     this.slotIds[slot] = workerId;
     this.nodes.setSlot(slot, Number(workerId & 0xffffffffn), Number(workerId >> 32n));
     if (this.header !== null && slot >= this.header[H.SLOTS]!) Atomics.store(this.header, H.SLOTS, slot + 1);
-    this.tables[slot] = new WorkerTable(this.nodes);
+    this.tables[slot] = new WorkerTable(this.nodes, slot);
     const ahead = this.presized?.get(workerId);
     if (ahead !== undefined) {
       this.tables[slot]!.reserve(ahead);
@@ -753,7 +759,7 @@ export class RadixTree {
       table.remove(nodes.h0Lo[node]! | 0, nodes.h0Hi[node]! | 0);
       nodes.h0Lo[node] = lo;
       nodes.h0Hi[node] = hi;
-      table.insert(node as number as PairRef);
+      table.insert(node as number as PairRef, lo, hi);
       return;
     }
     if (w === NONE) {
@@ -761,7 +767,7 @@ export class RadixTree {
       nodes.h0Lo[node] = lo;
       nodes.h0Hi[node] = hi;
       nodes.setW0(node, slot);
-      table.insert(node as number as PairRef);
+      table.insert(node as number as PairRef, lo, hi);
       this.pairs++;
       this.hollow--;
       return;
@@ -773,25 +779,26 @@ export class RadixTree {
       // the inline worker's lookup is repointed at its member.
       const hLo = nodes.h0Lo[node]!;
       const hHi = nodes.h0Hi[node]!;
-      set = m.create(node);
-      const p0 = m.append(set, w, hLo, hHi);
+      set = m.create();
+      m.append(set, w, hLo, hHi);
       nodes.setW0(node, -set - 2);
-      this.tables[w]!.repoint(hLo | 0, hHi | 0, ~p0 as PairRef);
+      this.tables[w]!.move(hLo | 0, hHi | 0, node as number as PairRef, ~node as PairRef);
     } else {
-      // O(1) membership (pair-index.ts): walking the list made a block shared by thousands of
-      // workers cost O(workers) per store.
+      // O(1) membership in large sets (their member tables): walking the list made a block
+      // shared by thousands of workers cost O(workers) per store.
       set = -w - 2;
-      const p = m.index.find(set, slot);
+      const p = m.find(set, slot);
       if (p !== NONE) {
         if ((m.mLo[p]! | 0) === (lo | 0) && (m.mHi[p]! | 0) === (hi | 0)) return;
         table.remove(m.mLo[p]! | 0, m.mHi[p]! | 0);
         m.mLo[p] = lo;
         m.mHi[p] = hi;
-        table.insert(~p as PairRef);
+        table.insert(~node as PairRef, lo, hi);
         return;
       }
     }
-    table.insert(~m.append(set, slot, lo, hi) as PairRef);
+    m.append(set, slot, lo, hi, w >= 0 ? -1 : m.hole);
+    table.insert(~node as PairRef, lo, hi);
     this.pairs++;
   }
 
@@ -807,7 +814,7 @@ export class RadixTree {
     }
     u.open();
     if (ref >= 0) this.listDetach(ref as number as NodeId, u);
-    else u.add(this.nodes.members.nodeOf(~ref));
+    else u.add(~ref);
     u.begin();
     this.leaveNode(ref, table, forgetLater);
     u.end();
@@ -849,14 +856,14 @@ export class RadixTree {
       this.detach(node);
       return;
     }
-    const p = ~ref;
+    const node = ~ref;
     const m = nodes.members;
-    const set = m.mSet[p]!;
-    const node = m.nodeOfSet(set);
-    // Out of the worker's lookup now even with `forgetLater`: the set's last member takes this
-    // position, and an entry left pointing at it would read that member's hash as its key.
+    const set = -nodes.w0(node) - 2;
+    const p = m.find(set, table.slot);
+    // Out of the worker's lookup now even with `forgetLater`: once the worker leaves the set
+    // its entry has no hash to read back.
     table.remove(m.mLo[p]! | 0, m.mHi[p]! | 0);
-    if (m.remove(p) === 1) {
+    if (m.remove(set, p) === 1) {
       // One worker left: store it inline again and repoint its lookup.
       const off = m.offset(set);
       const w = m.mSlot[off]!;
@@ -865,8 +872,9 @@ export class RadixTree {
       nodes.h0Lo[node] = hLo;
       nodes.h0Hi[node] = hHi;
       nodes.setW0(node, w);
+      // Repointed before the set goes: `dissolve` may compact the sets, which reads lookups.
+      this.tables[w]!.move(hLo | 0, hHi | 0, ~node as PairRef, node as PairRef);
       m.dissolve(set);
-      this.tables[w]!.repoint(hLo | 0, hHi | 0, node as PairRef);
     }
   }
 

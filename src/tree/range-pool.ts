@@ -57,6 +57,14 @@ export class RangePool {
     return this.takeTop(n);
   }
 
+  /** Forgets every free range: positions [0, top) are handed out (the owner compacted them). */
+  reset(top: number): void {
+    for (let i = 0; i < SMALL; i++) this.small[i]!.length = 0;
+    this.freeStart.length = 0;
+    this.freeEnd.length = 0;
+    this.top = top;
+  }
+
   /** Gives back the range [start, start + n). */
   free(start: number, n: number): void {
     if (n < SMALL) {

@@ -2,8 +2,10 @@
  * One worker's reverse lookup: external block hash -> the worker's pair on a node.
  *
  * Slots hold an encoded `PairRef` only (0 = empty; `ref + 1` for inline pairs, `ref` itself for
- * members of a member set, which are negative: `~position`); the hash is read back from the
- * pair. A member that moves in its set is repointed (`repoint`, member-sets.ts `moved`). Linear probing with
+ * members of a member set, which are negative: `~node`); the hash is read back from the pair
+ * (for a member, at the worker's position in the node's set: member-sets.ts `find`, a scan of
+ * a small set or a probe of a large one's table). A member's moves inside the pool change no
+ * entry; a pair that goes inline -> member or back is repointed (`move`). Linear probing with
  * backward-shift deletion, load at most 0.75. Iterating the slots enumerates the worker's blocks,
  * which is what `clearWorker` and the dump use.
  *
@@ -61,7 +63,8 @@ export class WorkerTable {
   private asked: number;
   count = 0;
 
-  constructor(private readonly nodes: NodeStore) {
+  /** `slot`: the worker's slot in the tree (completes its member refs). */
+  constructor(private readonly nodes: NodeStore, readonly slot: number) {
     this.slots = new Int32Array(16);
     this.cap = 16;
     this.asked = 16;
@@ -89,12 +92,21 @@ export class WorkerTable {
   // V8, so passing or returning it through a call that is not inlined allocates a heap number.
   // That was ~36 MB of garbage per replay of the conversation workload in a shard thread, whose
   // scavenges (up to 5 ms) then ran inside write sections while lookups waited for the lock.
-  private keyLo(v: number): number {
-    return (v > 0 ? this.nodes.h0Lo[v - 1]! : this.nodes.members.mLo[~v]!) | 0;
+
+  /** Whether entry `v` holds hash (lo, hi) (halves as int32). */
+  private holds(v: number, lo: number, hi: number): boolean {
+    const n = this.nodes;
+    if (v > 0) return (n.h0Lo[v - 1]! | 0) === lo && (n.h0Hi[v - 1]! | 0) === hi;
+    const p = n.memberPos(~v, this.slot);
+    return p >= 0 && (n.members.mLo[p]! | 0) === lo && (n.members.mHi[p]! | 0) === hi;
   }
 
-  private keyHi(v: number): number {
-    return (v > 0 ? this.nodes.h0Hi[v - 1]! : this.nodes.members.mHi[~v]!) | 0;
+  /** The home slot of entry `v` (its key read back once). */
+  private homeOf(v: number): number {
+    const n = this.nodes;
+    if (v > 0) return this.home(n.h0Lo[v - 1]! | 0, n.h0Hi[v - 1]! | 0);
+    const p = n.memberPos(~v, this.slot);
+    return this.home(n.members.mLo[p]! | 0, n.members.mHi[p]! | 0);
   }
 
   /** The slot index holding the hash (halves as int32: `x | 0`), or -1. */
@@ -105,7 +117,7 @@ export class WorkerTable {
     for (;;) {
       const v = slots[i]!;
       if (v === 0) return -1;
-      if (this.keyLo(v) === lo && this.keyHi(v) === hi) return i;
+      if (this.holds(v, lo, hi)) return i;
       i = i + 1 === cap ? 0 : i + 1;
     }
   }
@@ -121,10 +133,13 @@ export class WorkerTable {
     return decode(this.slots[slot]!);
   }
 
-  /** Adds a pair whose hash is not in the table yet (its key is already in the pair arrays). */
-  insert(ref: PairRef): void {
+  /** Adds pair `ref` of hash (lo, hi) (halves as int32), not in the table yet (the pair is in the tree). */
+  insert(ref: PairRef, lo: number, hi: number): void {
     if ((this.count + 1) * 4 > this.cap * 3) this.resize(Math.max(Math.ceil(this.asked * 1.5), this.cap + 1));
-    this.place(encode(ref));
+    const cap = this.cap;
+    let i = this.home(lo, hi);
+    while (this.slots[i] !== 0) i = i + 1 === cap ? 0 : i + 1;
+    this.slots[i] = encode(ref);
     this.count++;
   }
 
@@ -143,10 +158,40 @@ export class WorkerTable {
     if (need * 4 > this.cap * 3) this.resize(Math.ceil(need * 1.6), false);
   }
 
-  /** Points the entry of an existing hash at another pair (the pair moved storage). */
-  repoint(lo: number, hi: number, ref: PairRef): void {
-    const s = this.findSlot(lo, hi);
-    if (s >= 0) this.slots[s] = encode(ref);
+  /**
+   * Makes room for `extra` more entries in one rehash, at the capacity 1.5x steps of `insert`
+   * would reach (a worker's first event: radix-tree.ts `prepareStore`), so the table ends with
+   * the bytes it would have had anyway: sized as `reserve` does, the conversation workload's
+   * tables took 6.46 bytes a pair instead of 5.82.
+   */
+  reserveSteps(extra: number): void {
+    const need = this.count + extra;
+    if (need * 4 <= this.cap * 3) return;
+    let asked = this.asked;
+    do asked = Math.ceil(asked * 1.5);
+    while (need * 4 > asked * 3);
+    this.resize(Math.max(asked, this.cap + 1));
+  }
+
+  /**
+   * Points the entry of pair `from`, of hash (lo, hi), at `to` (the same pair, now inline or now
+   * a member), finding it by value from the hash's home slot: no key is read back on the way
+   * (a pair in the middle of the switch has none to read).
+   */
+  move(lo: number, hi: number, from: PairRef, to: PairRef): void {
+    const slots = this.slots;
+    const cap = this.cap;
+    const v = encode(from);
+    let i = this.home(lo, hi);
+    for (;;) {
+      const x = slots[i]!;
+      if (x === v) {
+        slots[i] = encode(to);
+        return;
+      }
+      if (x === 0) return;
+      i = i + 1 === cap ? 0 : i + 1;
+    }
   }
 
   /** Removes the hash; returns false when it was absent. */
@@ -163,7 +208,7 @@ export class WorkerTable {
         j = j + 1 === cap ? 0 : j + 1;
         const v = slots[j]!;
         if (v === 0) return true;
-        const home = this.home(this.keyLo(v), this.keyHi(v));
+        const home = this.homeOf(v);
         if (i <= j ? home <= i || home > j : home <= i && home > j) {
           slots[i] = v;
           i = j;
@@ -175,7 +220,7 @@ export class WorkerTable {
 
   private place(v: number): void {
     const cap = this.cap;
-    let i = this.home(this.keyLo(v), this.keyHi(v));
+    let i = this.homeOf(v);
     while (this.slots[i] !== 0) i = i + 1 === cap ? 0 : i + 1;
     this.slots[i] = v;
   }

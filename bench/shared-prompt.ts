@@ -1,0 +1,93 @@
+/**
+ * Issue 40's shared-prompt figure, in a fresh process: 4,096 workers each storing one 48-block
+ * prompt (the same tokens hashes, the workers' own block hashes) into one in-thread RadixTree.
+ * Prints build time (median of `--builds` builds, the first dropped: it warms the JIT and is the
+ * one whose memory is measured), typed-array bytes a pair (`RadixTree.bytes`), RSS and heap plus
+ * array buffers a pair (after two full GCs, minus the same before the tree; the events exist
+ * before), and `findMatchesInto` of the prompt (every worker matches all 48 blocks), p50 / p99.
+ *
+ * `node --expose-gc dist/bench/shared-prompt.js [--workers 4096] [--blocks 48] [--builds 7]
+ * [--tree <path of another build's dist/src/tree/radix-tree.js>]`: with `--tree` the same
+ * fleet is built by another build of the tree (A/B against main in alternating processes).
+ * Issue 40 quotes Dynamo's own tree at 44 ms and 43 bytes a pair of RSS on this fleet
+ * (measured by an earlier session beside ours; Dynamo is not built here).
+ */
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { createMatchResult } from '../src/tree/match-result.js';
+import { RadixTree } from '../src/tree/radix-tree.js';
+import { fleet } from './fleet-gen.js';
+
+const arg = (name: string, dflt: string): string => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 && process.argv[i + 1] !== undefined ? process.argv[i + 1]! : dflt;
+};
+const gc = (): void => {
+  const g = (globalThis as { gc?: () => void }).gc;
+  if (g === undefined) throw new Error('run node with --expose-gc');
+  g();
+  g();
+};
+const r2 = (x: number): number => Math.round(x * 100) / 100;
+
+async function main(): Promise<void> {
+  const workers = Number(arg('workers', '4096'));
+  const blocks = Number(arg('blocks', '48'));
+  const builds = Number(arg('builds', '7'));
+  const treePath = arg('tree', '');
+  const Tree: typeof RadixTree = treePath === '' ? RadixTree : ((await import(pathToFileURL(resolve(treePath)).href)) as { RadixTree: typeof RadixTree }).RadixTree;
+  const f = fleet(workers, 'shared', blocks, 0);
+  const pairs = workers * blocks;
+  const mem = (): { rss: number; heap: number } => {
+    const m = process.memoryUsage();
+    return { rss: m.rss, heap: m.heapUsed + m.arrayBuffers };
+  };
+  gc();
+  const before = mem();
+  const times: number[] = [];
+  let first: RadixTree | null = null;
+  let typed = 0;
+  let after = before;
+  for (let b = 0; b < builds; b++) {
+    if (b > 0) gc();
+    const t0 = performance.now();
+    const tree = new Tree();
+    for (const e of f.events) tree.applyEvent(e);
+    times.push(performance.now() - t0);
+    if (tree.size !== pairs) throw new Error(`built ${tree.size} pairs, expected ${pairs}`);
+    if (b === 0) {
+      first = tree;
+      typed = tree.bytes;
+      gc();
+      after = mem();
+    }
+  }
+  const result = createMatchResult();
+  const lat = new Float64Array(2000);
+  for (let i = 0; i < lat.length + 200; i++) {
+    const t0 = performance.now();
+    const n = first!.findMatchesInto(f.prompt, result);
+    const dt = performance.now() - t0;
+    if (n !== workers) throw new Error(`lookup matched ${n} workers`);
+    if (i >= 200) lat[i - 200] = dt * 1000;
+  }
+  lat.sort();
+  const timed = times.slice(1).sort((a, b) => a - b);
+  const med = timed[timed.length >> 1]!;
+  console.log(JSON.stringify({
+    tree: treePath === '' ? 'this' : treePath,
+    workers,
+    blocks,
+    'build ms median': r2(med),
+    'build ms min': r2(timed[0]!),
+    'build ms max': r2(timed[timed.length - 1]!),
+    'builds ms': times.map(r2),
+    'typed B/pair': r2(typed / pairs),
+    'rss B/pair': r2((after.rss - before.rss) / pairs),
+    'heap+buffers B/pair': r2((after.heap - before.heap) / pairs),
+    'lookup p50 us': r2(lat[lat.length >> 1]!),
+    'lookup p99 us': r2(lat[Math.floor(lat.length * 0.99)]!),
+  }));
+}
+
+void main();
