@@ -84,7 +84,8 @@ async function main(): Promise<void> {
     'builds ms': times.map(r2),
     'typed B/pair': r2(typed / pairs),
     'rss B/pair': r2((after.rss - before.rss) / pairs),
-    'heap+buffers B/pair': r2((after.heap - before.heap) / pairs),
+    // Plus the tree's SharedArrayBuffers (growable memory, array-store.ts), not in memoryUsage().
+    'heap+buffers B/pair': r2((after.heap - before.heap + ((first as { sharedBytes?: number }).sharedBytes ?? 0)) / pairs),
     'lookup p50 us': r2(lat[lat.length >> 1]!),
     'lookup p99 us': r2(lat[Math.floor(lat.length * 0.99)]!),
   }));

@@ -100,7 +100,10 @@ export class SharedStore implements ArrayStore {
   }
 
   int32(capacity: number, fill: number, maxBytes = MAX_SHARED_BYTES): Int32Array {
-    const a = new Int32Array(new SharedArrayBuffer(capacity * 4, { maxByteLength: maxBytes }));
+    // A view with its length given: without one it tracks the buffer's length, and reads
+    // through it are several times slower (a tree whose node arrays never grew answered the
+    // 4,096-worker prompt lookup in 7.2-7.4 us instead of 2.6-3.0).
+    const a = new Int32Array(new SharedArrayBuffer(capacity * 4, { maxByteLength: maxBytes }), 0, capacity);
     this.bytes += capacity * 4;
     if (fill !== 0) a.fill(fill);
     return a;
@@ -108,12 +111,12 @@ export class SharedStore implements ArrayStore {
 
   uint32(capacity: number): Uint32Array {
     this.bytes += capacity * 4;
-    return new Uint32Array(new SharedArrayBuffer(capacity * 4, { maxByteLength: MAX_SHARED_BYTES }));
+    return new Uint32Array(new SharedArrayBuffer(capacity * 4, { maxByteLength: MAX_SHARED_BYTES }), 0, capacity);
   }
 
   uint8(capacity: number): Uint8Array {
     this.bytes += capacity;
-    return new Uint8Array(new SharedArrayBuffer(capacity, { maxByteLength: MAX_SHARED_BYTES }));
+    return new Uint8Array(new SharedArrayBuffer(capacity, { maxByteLength: MAX_SHARED_BYTES }), 0, capacity);
   }
 
   growUint8(old: Uint8Array, capacity: number): Uint8Array {

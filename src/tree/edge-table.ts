@@ -131,7 +131,7 @@ export class EdgeTable {
         new SharedArrayBuffer(cap * 4, { maxByteLength: MAX_SHARED_BYTES }),
         new SharedArrayBuffer(4, { maxByteLength: MAX_SHARED_BYTES }),
       ];
-      this.slots = new Int32Array(this.buffers[0]);
+      this.slots = new Int32Array(this.buffers[0], 0, cap); // fixed length: length-tracking views read slower
       publish(0, cap - 1);
     }
     this.mask = cap - 1;

@@ -249,7 +249,8 @@ export class WorkerTable {
       for (let i = 0; i < n; i++) this.place(scratch[i]!);
       return;
     }
-    this.slots = new Int32Array(new SharedArrayBuffer(bytes, { maxByteLength: Math.max(RESERVE_BYTES, 2 * bytes) }));
+    // Its length given: a view that tracks a growable buffer's length reads several times slower.
+    this.slots = new Int32Array(new SharedArrayBuffer(bytes, { maxByteLength: Math.max(RESERVE_BYTES, 2 * bytes) }), 0, capacity);
     this.cap = capacity;
     this.rehashFrom(old);
   }
