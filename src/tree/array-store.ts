@@ -90,9 +90,12 @@ export class SharedStore implements ArrayStore {
   /** Bytes of the arrays this store holds (their current lengths). */
   bytes = 0;
 
+  private readonly onGrow: () => void;
+
   /** Without `onGrow`, memory no other thread reads (`solo`). */
-  constructor(private readonly onGrow: () => void = () => {}, solo = false) {
-    this.solo = solo;
+  constructor(onGrow?: () => void) {
+    this.solo = onGrow === undefined;
+    this.onGrow = onGrow ?? (() => {});
   }
 
   release(old: Int32Array | Uint32Array | Uint8Array): void {

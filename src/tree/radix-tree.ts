@@ -90,7 +90,7 @@ export class RadixTree {
   /** The growable memory of the arrays a lookup reads (shard trees: readers' too). */
   private readonly store: SharedStore;
   /** The writer's own growable arrays (external hashes), never read by another thread. */
-  private readonly own = new SharedStore(undefined, true);
+  private readonly own = new SharedStore();
   /** Shared mode: the header words of shared-layout.ts; null in-thread. */
   private readonly header: Int32Array | null;
   /** Shared mode: the unit log that lookups read past a descheduled writer by (unit-log.ts). */
