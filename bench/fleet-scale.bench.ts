@@ -14,7 +14,9 @@
  * in $TMPDIR/kvindex-fleet-bench). `KVX_FLEET_SIZES=1m,16m,64m` adds 65.5M pairs (~5.5 GB for
  * the generator, a 4.9 GB workload file, the indexer process ~5-8 GB): run it alone.
  * `KVX_FLEET_SHARDS=0` (or `2`) measures one shard count only; `KVX_FLEET_INGEST=0` skips the
- * ingest comparison, `KVX_FLEET_SIZES=none` runs only that.
+ * ingest comparison, `KVX_FLEET_SIZES=none` runs only that. `KVX_FLEET_ARENAS=1` adds a 2-shard row
+ * run with `MALLOC_ARENA_MAX=1`; `KVX_FLEET_PROBE=1` makes each child print where its resident
+ * memory is (smaps-probe.ts) on stderr.
  */
 import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
@@ -60,9 +62,9 @@ async function workload(shared: string, engines: number): Promise<string> {
 }
 
 /** Runs a child mode; its JSON line, or the error's last stderr line (a finding, not a crash). */
-async function child(args: string[], heapMb: number): Promise<Json | string> {
+async function child(args: string[], heapMb: number, env: NodeJS.ProcessEnv = process.env): Promise<Json | string> {
   try {
-    const { stdout } = await run$(process.execPath, ['--expose-gc', `--max-old-space-size=${heapMb}`, CHILD, ...args], { maxBuffer: 1 << 20 });
+    const { stdout } = await run$(process.execPath, ['--expose-gc', `--max-old-space-size=${heapMb}`, CHILD, ...args], { maxBuffer: 1 << 20, env });
     return JSON.parse(stdout.trim().split('\n').pop()!) as Json;
   } catch (err) {
     const e = err as { stderr?: string; message: string; signal?: string };
@@ -76,35 +78,42 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const sizes = opts.quick ? ['1m'] : (process.env['KVX_FLEET_SIZES'] ?? '1m,16m').split(',').filter((s) => s in SIZES);
   // KVX_FLEET_SHARDS=0 or =2 runs one side alone (65.5M pairs: each row is ~20 minutes here).
   const shardCounts = (process.env['KVX_FLEET_SHARDS'] ?? '0,2').split(',').map(Number).filter((n) => n === 0 || n === 2);
+  // KVX_FLEET_ARENAS=1 adds a 2-shard row run with MALLOC_ARENA_MAX=1 (glibc: one malloc arena
+  // for every thread; docs/layout.md "Where a 2-shard process's RSS goes").
+  const scaleSides = shardCounts.map((shards) => ({ shards, arenas: '' }));
+  if (process.env['KVX_FLEET_ARENAS'] === '1' && shardCounts.includes(2)) scaleSides.push({ shards: 2, arenas: '1' });
   const rows: Row[] = [];
   const failures: string[] = [];
   for (const size of sizes) {
     const engines = SIZES[size]!;
     const file = await workload(opts.shared, engines);
     const heapMb = engines >= 4000 ? 12_288 : engines >= 1000 ? 6144 : 2048;
-    for (const shards of shardCounts) {
-      const snap = resolve(tmpdir(), `kvindex-fleet-bench-${process.pid}-${engines}-${shards}.bin`);
-      process.stderr.write(`fleet-scale: ${engines} engines, shards ${shards}\n`);
-      const m = await child(['measure', file, String(shards), snap], heapMb);
+    for (const { shards, arenas } of scaleSides) {
+      const snap = resolve(tmpdir(), `kvindex-fleet-bench-${process.pid}-${engines}-${shards}${arenas}.bin`);
+      process.stderr.write(`fleet-scale: ${engines} engines, shards ${shards}${arenas === '' ? '' : `, MALLOC_ARENA_MAX=${arenas}`}\n`);
+      const env = arenas === '' ? process.env : { ...process.env, MALLOC_ARENA_MAX: arenas };
+      const m = await child(['measure', file, String(shards), snap], heapMb, env);
       if (typeof m === 'string') {
         failures.push(`${engines} engines, shards ${shards}, ingest: ${m}`);
-        rows.push({ engines, shards, pairs: engines * BLOCKS, result: m });
+        rows.push({ engines, shards: `${shards}${arenas === '' ? '' : ', arenas 1'}`, pairs: engines * BLOCKS, result: m });
         continue;
       }
-      const rst = existsSync(snap) ? await child(['restore', snap, String(shards)], heapMb) : 'no snapshot';
+      const rst = existsSync(snap) ? await child(['restore', snap, String(shards)], heapMb, env) : 'no snapshot';
       rmSync(snap, { force: true });
       if (typeof rst === 'string') failures.push(`${engines} engines, shards ${shards}, restore: ${rst}`);
       const pairs = m['pairs']!;
       const applyMs = Math.max(m['callerMs']!, m['shardMs']!);
       rows.push({
         engines,
-        shards,
+        shards: arenas === '' ? shards : `${shards}, MALLOC_ARENA_MAX=${arenas}`,
         pairs,
         'tree B/pair': r2(m['treeBytes']! / pairs),
         // The shards' SharedArrayBuffers do not count in the calling isolate's arrayBuffers
         // (1M pairs, 2 shards: 14.85 B/pair without them), so their trees' arrays are added.
         'heap+buffers B/pair': r2(m['heapAb']! / pairs),
         'RSS B/pair': r2(m['rss']! / pairs),
+        // From before the reader's first parse: what runs 1-9 reported (fleet-scale-child.ts).
+        'RSS from cold B/pair': r2(m['rssFromCold']! / pairs),
         'apply M block-ops/s': r2((m['stored']! + m['removed']!) / applyMs / 1000),
         'apply s': r2(applyMs / 1000),
         'lookup p50 us': m['p50']!,
@@ -174,7 +183,8 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       'blocks stored + removed. Bytes per pair, taken once every event is applied and before the lookups are parsed: `tree` from the trees\' typed arrays ' +
       '(`stats().bytes`); `heap+buffers` after two full GCs minus the same before the indexer was created: in-thread the JS heap, ArrayBuffers and the ' +
       'tree\'s SharedArrayBuffers (`stats().sharedBytes`, which `process.memoryUsage()` does not count); with shards the calling isolate\'s heap, each ' +
-      'shard isolate\'s heap (`stats().heapBytes`) and the trees\' arrays once; `RSS` the difference of RSS. Lookups: the ' +
+      'shard isolate\'s heap (`stats().heapBytes`) and the trees\' arrays once; `RSS` the difference of RSS from after the reader parsed 10,000 events (its young generation grown), ' +
+      '`RSS from cold` from before that (runs 1-9). Lookups: the ' +
       'workload\'s 1,000 lookups, every score compared with its expected score after the flush, then 5 timed passes of `findMatchesInto`. ' +
       'Dump: `dumpSnapshot(\'bincode\')` twice (first, then the one timed). Restore-to-ready: another fresh process reads that snapshot file, ' +
       'creates the indexer, restores it (`restoreSnapshot(bytes)`: the NATS recovery path for bincode, trees sized once from the snapshot\'s counts) and answers a lookup.',
