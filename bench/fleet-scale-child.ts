@@ -31,13 +31,6 @@ import { removeAll } from './warm-up.js';
 
 const BLOCK_SIZE = 64;
 const BATCH = 512;
-/**
- * Events parsed (and dropped) before the memory baseline: parsing the workload grows the calling
- * isolate's young generation to its largest (two 16 MiB semi-spaces, 28.8 MiB resident after a
- * full GC; parsing the 1M workload's 7,241 events alone does it), ~1.8 bytes a pair at 16.4M
- * pairs that belong to the bench's reader, not to the index, in-thread and with shards alike.
- */
-const READER_WARM_EVENTS = 10_000;
 
 function blocksOf(e: RouterEvent): number {
   const d = e.event.data;
@@ -52,23 +45,6 @@ function memory(): { heapAb: number; heap: number; rss: number } {
   return { heapAb: m.heapUsed + m.arrayBuffers, heap: m.heapUsed, rss: m.rss };
 }
 
-/** Parses the workload's first `events` events and drops them (see READER_WARM_EVENTS). */
-async function warmReader(file: string, events: number): Promise<void> {
-  const source = await openLineSource(file);
-  let n = 0;
-  let seen = 0;
-  let keep: RouterEvent[] = [];
-  for await (const { text } of source.lines()) {
-    n++;
-    if (text.length === 0) continue;
-    const op = parseWorkloadLine(text, n);
-    if (op.op !== 'event') continue;
-    keep.push(op.event); // held per batch, as measure() does
-    if (keep.length >= BATCH) keep = [];
-    if (++seen >= events) break;
-  }
-}
-
 /** KVX_FLEET_PROBE=1: resident memory by kind (smaps-probe.ts) on stderr, for docs/layout.md. */
 function probe(label: string): void {
   if (process.env['KVX_FLEET_PROBE'] === undefined) return;
@@ -78,9 +54,6 @@ function probe(label: string): void {
 }
 
 async function measure(file: string, shards: number, snapshotOut: string): Promise<Record<string, unknown>> {
-  const cold = memory();
-  probe('cold');
-  await warmReader(file, READER_WARM_EVENTS);
   const before = memory();
   probe('before');
   const ix = await ShardedIndexer.create({ shards, blockSize: BLOCK_SIZE });
@@ -115,7 +88,7 @@ async function measure(file: string, shards: number, snapshotOut: string): Promi
     // `pause`: time to attach a debugger (gdb: `call malloc_info(0, stderr)`); `exit`: memory only.
     if (process.env['KVX_FLEET_PROBE'] === 'pause') await new Promise((r) => setTimeout(r, 90_000));
     if (process.env['KVX_FLEET_PROBE'] === 'exit') {
-      process.stdout.write(`${JSON.stringify({ rss: taken.after.rss - before.rss, rssFromCold: taken.after.rss - cold.rss, treeBytes: stats.reduce((k, s) => k + s.bytes, 0) })}\n`);
+      process.stdout.write(`${JSON.stringify({ rss: taken.after.rss - before.rss, treeBytes: stats.reduce((k, s) => k + s.bytes, 0) })}\n`);
       process.exit(0);
     }
   };
@@ -180,7 +153,7 @@ async function measure(file: string, shards: number, snapshotOut: string): Promi
   await ix.close();
   return {
     shards, events, stored, removed, pairs, treeBytes,
-    heapAb, rss: after.rss - before.rss, rssFromCold: after.rss - cold.rss, rssTotal: after.rss,
+    heapAb, rss: after.rss - before.rss, rssTotal: after.rss,
     callerMs, shardMs, lookups: lookups.length, mismatches,
     p50: lookupStats['p50 us'], p99: lookupStats['p99 us'], p999: lookupStats['p99.9 us'],
     firstDumpMs, dumpMs, dumpBytes: snap.length,

@@ -95,7 +95,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       const m = await child(['measure', file, String(shards), snap], heapMb, env);
       if (typeof m === 'string') {
         failures.push(`${engines} engines, shards ${shards}, ingest: ${m}`);
-        rows.push({ engines, shards: `${shards}${arenas === '' ? '' : ', arenas 1'}`, pairs: engines * BLOCKS, result: m });
+        rows.push({ engines, shards: arenas === '' ? shards : `${shards}, MALLOC_ARENA_MAX=${arenas}`, pairs: engines * BLOCKS, result: m });
         continue;
       }
       const rst = existsSync(snap) ? await child(['restore', snap, String(shards)], heapMb, env) : 'no snapshot';
@@ -112,8 +112,6 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
         // (1M pairs, 2 shards: 14.85 B/pair without them), so their trees' arrays are added.
         'heap+buffers B/pair': r2(m['heapAb']! / pairs),
         'RSS B/pair': r2(m['rss']! / pairs),
-        // From before the reader's first parse: what runs 1-9 reported (fleet-scale-child.ts).
-        'RSS from cold B/pair': r2(m['rssFromCold']! / pairs),
         'apply M block-ops/s': r2((m['stored']! + m['removed']!) / applyMs / 1000),
         'apply s': r2(applyMs / 1000),
         'lookup p50 us': m['p50']!,
@@ -183,8 +181,7 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
       'blocks stored + removed. Bytes per pair, taken once every event is applied and before the lookups are parsed: `tree` from the trees\' typed arrays ' +
       '(`stats().bytes`); `heap+buffers` after two full GCs minus the same before the indexer was created: in-thread the JS heap, ArrayBuffers and the ' +
       'tree\'s SharedArrayBuffers (`stats().sharedBytes`, which `process.memoryUsage()` does not count); with shards the calling isolate\'s heap, each ' +
-      'shard isolate\'s heap (`stats().heapBytes`) and the trees\' arrays once; `RSS` the difference of RSS from after the reader parsed 10,000 events (its young generation grown), ' +
-      '`RSS from cold` from before that (runs 1-9). Lookups: the ' +
+      'shard isolate\'s heap (`stats().heapBytes`) and the trees\' arrays once; `RSS` the difference of RSS. Lookups: the ' +
       'workload\'s 1,000 lookups, every score compared with its expected score after the flush, then 5 timed passes of `findMatchesInto`. ' +
       'Dump: `dumpSnapshot(\'bincode\')` twice (first, then the one timed). Restore-to-ready: another fresh process reads that snapshot file, ' +
       'creates the indexer, restores it (`restoreSnapshot(bytes)`: the NATS recovery path for bincode, trees sized once from the snapshot\'s counts) and answers a lookup.',
