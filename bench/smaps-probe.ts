@@ -7,8 +7,10 @@
  */
 import { readFileSync } from 'node:fs';
 
+/** Regions of one reserved size: `<1` (V8 pages, small malloc maps), `NMiB`, or `64-rwNK`. */
 export interface SmapsRegion { reserved: string; aligned64: boolean; count: number; rssMiB: number }
 
+/** Resident MiB by kind: file-backed, the brk heap, stacks, and anonymous regions by size (>= 0.5 MiB). */
 export function smapsSummary(): { fileMiB: number; brkMiB: number; stackMiB: number; regions: SmapsRegion[] } {
   let text: string;
   try {
