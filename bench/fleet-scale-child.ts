@@ -24,6 +24,8 @@ import type { RouterEvent } from '../src/protocol/types.js';
 import { openLineSource } from '../src/trace/line-source.js';
 import { parseWorkloadLine } from '../src/trace/workload.js';
 import { createMatchResult } from '../src/tree/match-result.js';
+import { getHeapSpaceStatistics } from 'node:v8';
+import { smapsSummary } from './smaps-probe.js';
 import { gc, latencyStats } from './suite.js';
 import { removeAll } from './warm-up.js';
 
@@ -43,8 +45,17 @@ function memory(): { heapAb: number; heap: number; rss: number } {
   return { heapAb: m.heapUsed + m.arrayBuffers, heap: m.heapUsed, rss: m.rss };
 }
 
+/** KVX_FLEET_PROBE=1: resident memory by kind (smaps-probe.ts) on stderr, for docs/layout.md. */
+function probe(label: string): void {
+  if (process.env['KVX_FLEET_PROBE'] === undefined) return;
+  const newSpace = getHeapSpaceStatistics().find((s) => s.space_name === 'new_space');
+  const MiB = (x: number): number => Math.round((x / 1048576) * 10) / 10;
+  process.stderr.write(`PROBE ${label} ${JSON.stringify({ rssMiB: MiB(process.memoryUsage().rss), newSpaceMiB: MiB(newSpace?.physical_space_size ?? 0), ...smapsSummary() })}\n`);
+}
+
 async function measure(file: string, shards: number, snapshotOut: string): Promise<Record<string, unknown>> {
   const before = memory();
+  probe('before');
   const ix = await ShardedIndexer.create({ shards, blockSize: BLOCK_SIZE });
   const source = await openLineSource(file);
   const lookups: Array<{ seq: BigUint64Array; expect: Map<bigint, number> }> = [];
@@ -73,6 +84,13 @@ async function measure(file: string, shards: number, snapshotOut: string): Promi
     callerMs += performance.now() - t;
     const stats = await ix.stats();
     taken = { stats, after: memory() };
+    probe('after');
+    // `pause`: time to attach a debugger (gdb: `call malloc_info(0, stderr)`); `exit`: memory only.
+    if (process.env['KVX_FLEET_PROBE'] === 'pause') await new Promise((r) => setTimeout(r, 90_000));
+    if (process.env['KVX_FLEET_PROBE'] === 'exit') {
+      process.stdout.write(`${JSON.stringify({ rss: taken.after.rss - before.rss, treeBytes: stats.reduce((k, s) => k + s.bytes, 0) })}\n`);
+      process.exit(0);
+    }
   };
   let n = 0;
   for await (const { text } of source.lines()) {

@@ -14,7 +14,9 @@
  * in $TMPDIR/kvindex-fleet-bench). `KVX_FLEET_SIZES=1m,16m,64m` adds 65.5M pairs (~5.5 GB for
  * the generator, a 4.9 GB workload file, the indexer process ~5-8 GB): run it alone.
  * `KVX_FLEET_SHARDS=0` (or `2`) measures one shard count only; `KVX_FLEET_INGEST=0` skips the
- * ingest comparison, `KVX_FLEET_SIZES=none` runs only that.
+ * ingest comparison, `KVX_FLEET_SIZES=none` runs only that. `KVX_FLEET_ARENAS=1` adds a 2-shard row
+ * run with `MALLOC_ARENA_MAX=1`; `KVX_FLEET_PROBE=1` makes each child print where its resident
+ * memory is (smaps-probe.ts) on stderr.
  */
 import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
@@ -60,9 +62,9 @@ async function workload(shared: string, engines: number): Promise<string> {
 }
 
 /** Runs a child mode; its JSON line, or the error's last stderr line (a finding, not a crash). */
-async function child(args: string[], heapMb: number): Promise<Json | string> {
+async function child(args: string[], heapMb: number, env: NodeJS.ProcessEnv = process.env): Promise<Json | string> {
   try {
-    const { stdout } = await run$(process.execPath, ['--expose-gc', `--max-old-space-size=${heapMb}`, CHILD, ...args], { maxBuffer: 1 << 20 });
+    const { stdout } = await run$(process.execPath, ['--expose-gc', `--max-old-space-size=${heapMb}`, CHILD, ...args], { maxBuffer: 1 << 20, env });
     return JSON.parse(stdout.trim().split('\n').pop()!) as Json;
   } catch (err) {
     const e = err as { stderr?: string; message: string; signal?: string };
@@ -76,29 +78,34 @@ export async function run(opts: SuiteOptions): Promise<SuiteResult> {
   const sizes = opts.quick ? ['1m'] : (process.env['KVX_FLEET_SIZES'] ?? '1m,16m').split(',').filter((s) => s in SIZES);
   // KVX_FLEET_SHARDS=0 or =2 runs one side alone (65.5M pairs: each row is ~20 minutes here).
   const shardCounts = (process.env['KVX_FLEET_SHARDS'] ?? '0,2').split(',').map(Number).filter((n) => n === 0 || n === 2);
+  // KVX_FLEET_ARENAS=1 adds a 2-shard row run with MALLOC_ARENA_MAX=1 (glibc: one malloc arena
+  // for every thread; docs/layout.md "Where a 2-shard process's RSS goes").
+  const scaleSides = shardCounts.map((shards) => ({ shards, arenas: '' }));
+  if (process.env['KVX_FLEET_ARENAS'] === '1' && shardCounts.includes(2)) scaleSides.push({ shards: 2, arenas: '1' });
   const rows: Row[] = [];
   const failures: string[] = [];
   for (const size of sizes) {
     const engines = SIZES[size]!;
     const file = await workload(opts.shared, engines);
     const heapMb = engines >= 4000 ? 12_288 : engines >= 1000 ? 6144 : 2048;
-    for (const shards of shardCounts) {
-      const snap = resolve(tmpdir(), `kvindex-fleet-bench-${process.pid}-${engines}-${shards}.bin`);
-      process.stderr.write(`fleet-scale: ${engines} engines, shards ${shards}\n`);
-      const m = await child(['measure', file, String(shards), snap], heapMb);
+    for (const { shards, arenas } of scaleSides) {
+      const snap = resolve(tmpdir(), `kvindex-fleet-bench-${process.pid}-${engines}-${shards}${arenas}.bin`);
+      process.stderr.write(`fleet-scale: ${engines} engines, shards ${shards}${arenas === '' ? '' : `, MALLOC_ARENA_MAX=${arenas}`}\n`);
+      const env = arenas === '' ? process.env : { ...process.env, MALLOC_ARENA_MAX: arenas };
+      const m = await child(['measure', file, String(shards), snap], heapMb, env);
       if (typeof m === 'string') {
         failures.push(`${engines} engines, shards ${shards}, ingest: ${m}`);
-        rows.push({ engines, shards, pairs: engines * BLOCKS, result: m });
+        rows.push({ engines, shards: arenas === '' ? shards : `${shards}, MALLOC_ARENA_MAX=${arenas}`, pairs: engines * BLOCKS, result: m });
         continue;
       }
-      const rst = existsSync(snap) ? await child(['restore', snap, String(shards)], heapMb) : 'no snapshot';
+      const rst = existsSync(snap) ? await child(['restore', snap, String(shards)], heapMb, env) : 'no snapshot';
       rmSync(snap, { force: true });
       if (typeof rst === 'string') failures.push(`${engines} engines, shards ${shards}, restore: ${rst}`);
       const pairs = m['pairs']!;
       const applyMs = Math.max(m['callerMs']!, m['shardMs']!);
       rows.push({
         engines,
-        shards,
+        shards: arenas === '' ? shards : `${shards}, MALLOC_ARENA_MAX=${arenas}`,
         pairs,
         'tree B/pair': r2(m['treeBytes']! / pairs),
         // The shards' SharedArrayBuffers do not count in the calling isolate's arrayBuffers

@@ -2,7 +2,8 @@
  * Event batches and their buffer reuse: a batch written into a recycled buffer (stale words
  * past its end) applies exactly as the events themselves; the writer asks back only a few
  * buffers; a sharded indexer sending tiny batches (so buffers cycle constantly) matches the
- * in-thread tree; a write section stops at the next record boundary once a reader queues.
+ * in-thread tree, and so does one whose shards drop most batches (spare budget full); a write
+ * section stops at the next record boundary once a reader queues.
  */
 import { describe, expect, it } from 'vitest';
 import { EventBatchWriter, emptyCounts } from '../src/shard/wire/event-batch.js';
@@ -70,6 +71,37 @@ describe('ShardedIndexer with tiny batches', () => {
         // Yield now and then so acks come back (with their buffers) mid-stream.
         if (i % 20 === 0) await new Promise((r) => setImmediate(r));
       }
+      expect(dumpTuples(await sharded.dumpEvents())).toEqual(dumpTuples(await reference.dumpEvents()));
+      for (const doc of stream.docs) expect(sortedScores(await sharded.findMatches(doc))).toEqual(sortedScores(await reference.findMatches(doc)));
+    } finally {
+      await sharded.close();
+      await reference.close();
+    }
+  });
+});
+
+describe('ShardedIndexer when the spares are full and shards drop batches', () => {
+  it('matches the in-thread tree, no event lost or applied twice', async () => {
+    const stream = generateStream(11, 3000);
+    const events = stream.ops.flatMap((op) => (op.kind === 'event' ? [op.event] : []));
+    const reference = await ShardedIndexer.create({ shards: 0, blockSize: 4 });
+    // 48-word batches in 64 KiB buffers and the least spare budget (1 MiB a shard; needsDrain
+    // is ignored, applyEvent never blocks): without a yield, hundreds of batches are in flight
+    // and all but the first 16 a shard are dropped by the shard, not handed back.
+    const sharded = await ShardedIndexer.create({ shards: 2, blockSize: 4, batchWords: 48, highWaterEvents: 1_000_000, highWaterBytes: 1 });
+    try {
+      for (const e of events) {
+        reference.applyEvent(e);
+        sharded.applyEvent(e);
+      }
+      await sharded.flush();
+      const applied = (s: Awaited<ReturnType<ShardedIndexer['stats']>>): number =>
+        s.reduce((k, x) => k + Object.values(x.events).reduce((a, b) => a + b, 0), 0);
+      const shardStats = await sharded.stats();
+      const refStats = await reference.stats();
+      expect(applied(shardStats)).toBe(events.length);
+      expect(applied(refStats)).toBe(events.length);
+      expect(shardStats.reduce((k, s) => k + s.pairs, 0)).toBe(refStats.reduce((k, s) => k + s.pairs, 0));
       expect(dumpTuples(await sharded.dumpEvents())).toEqual(dumpTuples(await reference.dumpEvents()));
       for (const doc of stream.docs) expect(sortedScores(await sharded.findMatches(doc))).toEqual(sortedScores(await reference.findMatches(doc)));
     } finally {
