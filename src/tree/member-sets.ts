@@ -26,8 +26,7 @@
  * word per position cost 13 bytes a pair there. A set that falls to one worker is dissolved: the
  * node stores that worker inline again.
  */
-import type { ArrayStore } from './array-store.js';
-import { LOCAL_STORE } from './array-store.js';
+import { LOCAL_STORE, nextCapacity, type ArrayStore } from './array-store.js';
 import { memberHome as home, tableDelete, tablePut, tableSize } from './member-table.js';
 import { RangePool } from './range-pool.js';
 
@@ -38,12 +37,13 @@ export const MEMBERS_FROM = 64;
 /** Workers under which a set drops its id words (the gap avoids churn around the threshold). */
 export const MEMBERS_UNDER = 32;
 const NONE = -1;
-const L = LOCAL_STORE;
 /**
- * Growth of the pool arrays: 1.25x, as the node arrays (node-store.ts). With 1.5x the pool's
- * unused tail was up to a third of it on top of each set's own growth slack.
+ * Least growth step of the arrays, in entries (`nextCapacity`: 1/16 in place, 1.25x by copy;
+ * with 1.5x the pool's unused tail was up to a third of it on top of each set's own slack).
  */
-const GROW = 1.25;
+const MIN_STEP = 256;
+/** Spare room a compacted pool keeps for growth, as a fraction of its live capacity. */
+const COMPACT_ROOM = 1.25;
 
 /** What the sets read of the node store: each slot's fingerprint key and id halves. */
 export interface SetSource {
@@ -97,24 +97,31 @@ export class MemberSets {
   private readonly idPool: RangePool;
   private readonly tabPool: RangePool;
 
-  constructor(private readonly store: ArrayStore, private readonly src: SetSource) {
+  /**
+   * `store`: memory lookups read (shared with readers in a shard tree); `own`: the writer's
+   * private arrays. Both grow in place in a tree (array-store.ts `SharedStore`): as plain
+   * arrays copied 1.25x at each step, the private ones (hashes, member tables, capacities) left
+   * their outgrown copies in glibc's heap, and the copies were 12.5 % of the shared-prompt build
+   * (4,096 workers x 48 blocks) and the external-memory scavenges another 11.6 %.
+   */
+  constructor(private readonly store: ArrayStore, private readonly src: SetSource, private readonly own: ArrayStore = LOCAL_STORE) {
     const sets = 16;
     const pool = 64;
     this.sets = store.int32(sets * SET_WORDS, 0);
-    this.setCap = L.int32(sets, 0);
+    this.setCap = own.int32(sets, 0);
     this.local = store.solo;
-    this.setTab = L.int32(sets, NONE);
+    this.setTab = own.int32(sets, NONE);
     this.mSlot = store.int32(pool, NONE);
-    this.mLo = L.uint32(pool);
-    this.mHi = L.uint32(pool);
+    this.mLo = own.uint32(pool);
+    this.mHi = own.uint32(pool);
     this.mIds = store.uint32(2 * MEMBERS_FROM);
-    this.tabs = L.int32(64, 0);
+    this.tabs = own.int32(64, 0);
     this.pool = new RangePool((atLeast) => this.growPool(atLeast));
     this.idPool = new RangePool((atLeast) => {
-      if (2 * atLeast > this.mIds.length) this.mIds = this.store.growUint32(this.mIds, 2 * Math.max(atLeast, Math.ceil(this.mIds.length * GROW / 2)));
+      if (2 * atLeast > this.mIds.length) this.mIds = this.store.growUint32(this.mIds, 2 * nextCapacity(this.store, this.mIds.length >> 1, atLeast, MIN_STEP));
     });
     this.tabPool = new RangePool((atLeast) => {
-      if (atLeast > this.tabs.length) this.tabs = L.growInt32(this.tabs, Math.max(atLeast, Math.ceil(this.tabs.length * GROW)), 0);
+      if (atLeast > this.tabs.length) this.tabs = this.own.growInt32(this.tabs, nextCapacity(this.own, this.tabs.length, atLeast, MIN_STEP), 0);
     });
   }
 
@@ -183,10 +190,10 @@ export class MemberSets {
     if (set === undefined) {
       set = this.setTop++;
       if (set * SET_WORDS >= this.sets.length) {
-        const cap = Math.ceil(this.setCap.length * 1.5);
+        const cap = nextCapacity(this.own, this.setCap.length, set + 1, 64);
         this.sets = this.store.growInt32(this.sets, cap * SET_WORDS, 0);
-        this.setCap = L.growInt32(this.setCap, cap, 0);
-        this.setTab = L.growInt32(this.setTab, cap, NONE);
+        this.setCap = this.own.growInt32(this.setCap, cap, 0);
+        this.setTab = this.own.growInt32(this.setTab, cap, NONE);
       }
     }
     const off = this.pool.alloc(2);
@@ -334,8 +341,8 @@ export class MemberSets {
     // The shared-memory arrays come from the store (growable memory in trees: array-store.ts),
     // which forgets the old ones; the private ones are plain memory.
     const sets = this.store.int32(n * SET_WORDS, 0);
-    const setCap = new Int32Array(n);
-    const setTab = new Int32Array(n).fill(NONE);
+    const setCap = this.own.int32(n, 0);
+    const setTab = this.own.int32(n, NONE);
     const old = this.sets;
     // Every node first, while the lookups read the old numbering, then the new words.
     const nodes = new Int32Array(this.liveSets);
@@ -351,6 +358,8 @@ export class MemberSets {
     }
     for (let i = 0; i < k; i++) this.src.setW0(nodes[i]!, -i - 2);
     this.store.release(this.sets);
+    this.own.release(this.setCap);
+    this.own.release(this.setTab);
     this.sets = sets;
     this.setCap = setCap;
     this.setTab = setTab;
@@ -359,10 +368,10 @@ export class MemberSets {
   }
 
   private compactPool(): void {
-    const n = Math.max(64, Math.ceil(this.capSum * GROW));
+    const n = Math.max(64, Math.ceil(this.capSum * COMPACT_ROOM));
     const mSlot = this.store.int32(n, NONE);
-    const mLo = new Uint32Array(n);
-    const mHi = new Uint32Array(n);
+    const mLo = this.own.uint32(n);
+    const mHi = this.own.uint32(n);
     const s = this.sets;
     let at = 0;
     for (let set = 0; set < this.setTop; set++) {
@@ -378,6 +387,8 @@ export class MemberSets {
       at += cap;
     }
     this.store.release(this.mSlot);
+    this.own.release(this.mLo);
+    this.own.release(this.mHi);
     this.mSlot = mSlot;
     this.mLo = mLo;
     this.mHi = mHi;
@@ -446,9 +457,9 @@ export class MemberSets {
 
   private growPool(atLeast: number): void {
     if (atLeast <= this.mSlot.length) return;
-    const n = Math.max(atLeast, Math.ceil(this.mSlot.length * GROW));
+    const n = nextCapacity(this.store, this.mSlot.length, atLeast, MIN_STEP);
     this.mSlot = this.store.growInt32(this.mSlot, n, NONE);
-    this.mLo = L.growUint32(this.mLo, n);
-    this.mHi = L.growUint32(this.mHi, n);
+    this.mLo = this.own.growUint32(this.mLo, n);
+    this.mHi = this.own.growUint32(this.mHi, n);
   }
 }
