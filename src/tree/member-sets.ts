@@ -27,7 +27,7 @@
  * node stores that worker inline again.
  */
 import { LOCAL_STORE, nextCapacity, type ArrayStore } from './array-store.js';
-import { memberHome as home, tableDelete, tablePut, tableSize } from './member-table.js';
+import { entryAt, isWide, memberHome as home, tableDelete, tablePut, tableRenumber, tableSize, tableWords } from './member-table.js';
 import { RangePool } from './range-pool.js';
 
 /** Words per set record: count, fingerprint low, high, member offset, id offset. */
@@ -73,8 +73,8 @@ export class MemberSets {
   private setCap: Int32Array;
   /** Per set: where its member table starts in `tabs`, or NONE. */
   private setTab: Int32Array;
-  /** Member tables: per slot, the member's index in its set + 1, 0 when empty. */
-  private tabs: Int32Array;
+  /** Member tables: per slot, the member's index in its set + 1, 0 when empty (16-bit words). */
+  private tabs: Uint16Array;
   private setTop = 0;
   /** Sum of the live sets' capacities: the pool positions a compacted pool needs. */
   private capSum = 0;
@@ -115,13 +115,13 @@ export class MemberSets {
     this.mLo = own.uint32(pool);
     this.mHi = own.uint32(pool);
     this.mIds = store.uint32(2 * MEMBERS_FROM);
-    this.tabs = own.int32(64, 0);
+    this.tabs = own.uint16(64);
     this.pool = new RangePool((atLeast) => this.growPool(atLeast));
     this.idPool = new RangePool((atLeast) => {
       if (2 * atLeast > this.mIds.length) this.mIds = this.store.growUint32(this.mIds, 2 * nextCapacity(this.store, this.mIds.length >> 1, atLeast, MIN_STEP));
     });
     this.tabPool = new RangePool((atLeast) => {
-      if (atLeast > this.tabs.length) this.tabs = this.own.growInt32(this.tabs, nextCapacity(this.own, this.tabs.length, atLeast, MIN_STEP), 0);
+      if (atLeast > this.tabs.length) this.tabs = this.own.growUint16(this.tabs, nextCapacity(this.own, this.tabs.length, atLeast, MIN_STEP));
     });
   }
 
@@ -140,7 +140,7 @@ export class MemberSets {
       records: this.sets.length * 4 + this.setCap.length * 8,
       pool: this.mSlot.length * 12,
       ids: this.mIds.length * 4,
-      tables: this.tabs.length * 4,
+      tables: this.tabs.length * 2,
     };
   }
 
@@ -171,10 +171,12 @@ export class MemberSets {
       return -1;
     }
     const tabs = this.tabs;
-    const n = tableSize(this.setCap[set]!);
+    const cap = this.setCap[set]!;
+    const n = tableSize(cap);
+    const wide = isWide(cap);
     let i = home(slot, n);
     for (;;) {
-      const v = tabs[t + i]!;
+      const v = entryAt(tabs, t, i, wide);
       if (v === 0) {
         this.hole = i;
         return -1;
@@ -227,7 +229,7 @@ export class MemberSets {
     this.mLo[pos] = lo;
     this.mHi[pos] = hi;
     const t = this.setTab[set]!;
-    if (t >= 0) tablePut(this.tabs, t, tableSize(this.setCap[set]!), slot, cnt + 1, hole);
+    if (t >= 0) tablePut(this.tabs, t, this.setCap[set]!, slot, cnt + 1, hole);
     const ids = s[r + 4]!;
     if (ids >= 0) {
       this.mIds[2 * (ids + cnt)] = this.src.slotLo[slot]!;
@@ -257,15 +259,10 @@ export class MemberSets {
     const slot = mSlot[pos]!;
     const t = this.setTab[set]!;
     if (t >= 0) {
-      const n = tableSize(this.setCap[set]!);
-      tableDelete(this.tabs, t, n, this.mSlot, off, slot);
+      const cap = this.setCap[set]!;
+      tableDelete(this.tabs, t, cap, this.mSlot, off, slot);
       // The last member's entry names its new index.
-      if (pos !== last) {
-        const tabs = this.tabs;
-        let i = home(mSlot[last]!, n);
-        while (tabs[t + i] !== cnt) i = i + 1 === n ? 0 : i + 1;
-        tabs[t + i] = pos - off + 1;
-      }
+      if (pos !== last) tableRenumber(this.tabs, t, cap, mSlot[last]!, cnt, pos - off + 1);
     }
     if (pos !== last) {
       mSlot[pos] = mSlot[last]!;
@@ -289,7 +286,7 @@ export class MemberSets {
       s[r + 4] = NONE;
     }
     if (t >= 0 && cnt - 1 < TABLE_UNDER) {
-      this.tabPool.free(t, tableSize(this.setCap[set]!));
+      this.tabPool.free(t, tableWords(this.setCap[set]!));
       this.setTab[set] = NONE;
     }
     return cnt - 1;
@@ -306,7 +303,7 @@ export class MemberSets {
     this.pool.free(off, this.setCap[set]!);
     if (s[r + 4]! >= 0) this.idPool.free(s[r + 4]!, this.setCap[set]!);
     const t = this.setTab[set]!;
-    if (t >= 0) this.tabPool.free(t, tableSize(this.setCap[set]!));
+    if (t >= 0) this.tabPool.free(t, tableWords(this.setCap[set]!));
     s[r] = 0;
     s[r + 1] = 0;
     s[r + 2] = 0;
@@ -422,20 +419,21 @@ export class MemberSets {
     this.setCap[set] = next;
     this.capSum += next - cap;
     if (t >= 0) {
-      this.tabPool.free(t, tableSize(cap));
+      this.tabPool.free(t, tableWords(cap));
       this.buildTable(set);
     }
   }
 
   /** Gives `set` a member table sized for its capacity, holding its members. */
   private buildTable(set: number): void {
-    const n = tableSize(this.setCap[set]!);
-    const t = this.tabPool.alloc(n); // may grow `tabs`: read it after
-    this.tabs.fill(0, t, t + n);
+    const cap = this.setCap[set]!;
+    const words = tableWords(cap);
+    const t = this.tabPool.alloc(words); // may grow `tabs`: read it after
+    this.tabs.fill(0, t, t + words);
     const off = this.sets[set * SET_WORDS + 3]!;
     const cnt = this.sets[set * SET_WORDS]!;
     const mSlot = this.mSlot;
-    for (let k = 0; k < cnt; k++) tablePut(this.tabs, t, n, mSlot[off + k]!, k + 1, -1);
+    for (let k = 0; k < cnt; k++) tablePut(this.tabs, t, cap, mSlot[off + k]!, k + 1, -1);
     this.setTab[set] = t;
   }
 
