@@ -15,28 +15,33 @@ import { sortedScores } from './support/compare.js';
 /** Pool positions (capacity of the slot array) of a tree's member sets. */
 const poolWords = (t: RadixTree): number => t.nodes.members.mSlot.length;
 
-/** A set's capacity once it holds `n` members: 2, then 1.5x steps (member-sets.ts `growSet`). */
+/** The capacity after `c` (member-sets.ts `growSet`): 1.5x, 1.25x from `MEMBERS_FROM` (64). */
+const nextCap = (c: number): number => (c < 64 ? Math.max(c + 1, Math.ceil(c * 1.5)) : Math.ceil(c * 1.25));
+
+/** A set's capacity once it holds `n` members: 2, then `nextCap` steps. */
 function capacityFor(n: number): number {
   let c = 2;
-  while (c < n) c = Math.max(c + 1, Math.ceil(c * 1.5));
+  while (c < n) c = nextCap(c);
   return c;
 }
 
 const cleared = (workerId: bigint): RouterEvent => ({ workerId, event: { eventId: 2n, data: { type: 'cleared' } } });
 
 describe('member sets pool', () => {
-  it('keeps no outgrown generation in lockstep growth, and the pool under 1.6x its live sets (every generation kept was 2.9x)', () => {
+  it('keeps no outgrown generation in lockstep growth, and the pool under 1.7x its live sets (every generation kept was 2.9x)', () => {
     const f = fleet(512, 'shared', 16, 0);
     const tree = new RadixTree();
     for (const e of f.events) expect(tree.applyEvent(e)).toBe('ok');
-    // 16 nodes of 512 members in sets of capacity 710.
+    // 16 nodes of 512 members in sets of capacity 563.
     const live = 16 * capacityFor(512);
     expect(tree.nodes.members.poolUsed).toBe(live);
     // Every outgrown generation (2, 3, 5, ..., 473) kept beside them would be 2.9x.
     let all = 0;
-    for (let c = 2; c < 512; c = Math.max(c + 1, Math.ceil(c * 1.5))) all += c;
+    for (let c = 2; c < 512; c = nextCap(c)) all += c;
     expect(16 * all + live).toBeGreaterThan(2.8 * live);
-    expect(poolWords(tree)).toBeLessThan(1.6 * live);
+    // The pool's peak while a generation moves up (1.25x steps past 64 members: 1.65x here;
+    // with 1.5x steps it stayed under 1.6x, for larger sets).
+    expect(poolWords(tree)).toBeLessThan(1.7 * live);
   });
 
   it('keeps lookups exact while arrays grow, move into freed ranges and shrink away', () => {
