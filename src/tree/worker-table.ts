@@ -29,7 +29,7 @@ const encode = (ref: number): number => (ref >= 0 ? ref + 1 : ref);
 const decode = (v: number): PairRef => (v > 0 ? v - 1 : v) as PairRef;
 
 /**
- * The slots of every small worker table of one tree, as ranges of one array that grows in place
+ * The slots of the small worker tables of one tree (under `SLAB_BYTES`), as ranges of one array that grows in place
  * (the tree's private growable store, array-store.ts). Each table was an Int32Array of its own:
  * with its ArrayBuffer 184 bytes of heap objects, plus a malloc'd backing store and V8's record
  * of it, per worker (4,096 workers storing one 48-block prompt: ~7.7 bytes of RSS a pair for
@@ -67,8 +67,11 @@ export class TableSlab {
   }
 }
 
-/** Least growth of a slab, in slots (16 KB). */
-const SLAB_STEP = 4096;
+/**
+ * A slab's first size and least growth, in slots (a page): a tree whose few workers' tables
+ * soon outgrow the slab (the conversation workload: 4 workers) keeps only this of it.
+ */
+const SLAB_STEP = 1024;
 
 /**
  * Tables of this many bytes or more live in pages of their own: a growable SharedArrayBuffer
@@ -84,6 +87,14 @@ const SLAB_STEP = 4096;
  * page would be mostly empty.
  */
 const PAGED_BYTES = 4096;
+/**
+ * Tables under this many bytes (capacities up to 122 slots: ~91 blocks) are ranges of the
+ * tree's slab (`TableSlab`), larger ones under a page are plain arrays. The slab never shrinks:
+ * with every table under a page in it, the conversation workload's 4 workers passing through
+ * those sizes together left it at 20 KB (0.31 bytes a pair); with this bound it stays at its
+ * first page.
+ */
+const SLAB_BYTES = 512;
 const PAGE = 4096;
 /**
  * Address space a paged table reserves (backed only as it grows): 16M slots, ~10M blocks of one
@@ -325,7 +336,7 @@ export class WorkerTable {
     const oldCap = this.cap;
     const wasInSlab = this.inSlab;
     this.asked = capacity;
-    if (capacity * 4 < PAGED_BYTES) {
+    if (capacity * 4 < SLAB_BYTES) {
       // A range of the slab: the old range is rehashed from, then given back (the slab grows
       // in place, so `old` still covers it after `alloc`).
       const at = this.slab.alloc(capacity);
@@ -339,7 +350,7 @@ export class WorkerTable {
     }
     this.base = 0;
     this.inSlab = false;
-    if (!paged) {
+    if (!paged || capacity * 4 < PAGED_BYTES) {
       this.slots = new Int32Array(capacity);
       this.cap = capacity;
       this.rehashFrom(old, oldBase, oldCap);
