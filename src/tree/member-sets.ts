@@ -16,11 +16,13 @@
  *
  * Membership ("where is worker w in this set?", `find`): a scan of the set's slots under
  * `TABLE_FROM` workers, else the set's own member table (open addressing, slot -> index in the
- * set + 1, sized from the set's capacity). A pair is named by its node, not its position
- * (node-store.ts `PairRef`), so positions may move freely: on removal the set's last member
- * takes the leaving one's place (one table entry changes), and a set that outgrows its range
- * moves to a larger one (capacity 2, then 1.5x; grown in place when the positions after it are
- * free), rebuilding its table there. Before, a position was the pair's name, held by the
+ * set + 1, member-table.ts: sized on its own, doubled when full). A pair is named by its node,
+ * not its position (node-store.ts `PairRef`), so positions may move freely: on removal the set's
+ * last member takes the leaving one's place (one table entry changes), and a set that outgrows
+ * its range moves to a larger one (capacity 2, then 1.5x, 1.25x past `MEMBERS_FROM`; grown in
+ * place when the positions after it are free), keeping its table (indexes do not change); in an
+ * in-thread tree the live ranges slide down over the free ones before the pool would grow
+ * (`slidePool`). Before, a position was the pair's name, held by the
  * worker's lookup and a tree-wide (set, worker) -> position index: every moved member cost a
  * probe of each (random reads: 23 % of the shared-prompt build) and the index and an owner-set
  * word per position cost 13 bytes a pair there. A set that falls to one worker is dissolved: the

@@ -4,7 +4,9 @@
  * `tabs` array of 16-bit words. The key is read back from the set's slots
  * (`mSlot[off + entry - 1]`), so an entry is one word (two past capacity `WIDE`) and a set that
  * moves in the pool keeps its table. Linear probing with backward-shift deletion (the scheme of
- * edge-table.ts and worker-table.ts), load at most 0.75 of the set's capacity.
+ * edge-table.ts and worker-table.ts), load at most 0.75 of the table's own entry capacity (a
+ * header of 2 words before the entries: member-sets.ts builds a table for twice the members
+ * and doubles it when full), which a set's growth does not change.
  */
 
 /** 2^-32: scales a uint32 hash to [0, 1). */
