@@ -110,3 +110,28 @@ describe('growable tree memory', () => {
     expect([tree.size, tree.nodeCount]).toEqual([model.size, model.nodeCount]);
   });
 });
+
+describe('a shard tree sized by what a Stored event adds', () => {
+  it('does not grow its arrays for the blocks of an event it already holds (a conversation resending its history)', async () => {
+    const { ShardedIndexer } = await import('../src/indexer/sharded-indexer.js');
+    const ix = await ShardedIndexer.create({ shards: 1, blockSize: 16 });
+    try {
+      const bytes = async (): Promise<number> => (await ix.stats()).reduce((k, s) => k + s.bytes, 0);
+      ix.applyEvent(chain(1n, 0, 1_000)); // 1,001 of the 1,024 initial node slots
+      await ix.flush();
+      const before = await bytes();
+      // The same 1,000 blocks under another worker, plus 10 new ones: 10 nodes and at most 1 edge.
+      ix.applyEvent(chain(2n, 0, 1_010));
+      await ix.flush();
+      const grown = (await bytes()) - before;
+      // Sized by the event's length it grew a whole step (16,384 nodes of 29 bytes) and
+      // doubled both edge buffers; by what it adds, the 10 nodes fit the slots it had.
+      expect(grown).toBeLessThan(16_384 * 16);
+      const q = Array.from({ length: 1_010 }, (_, i) => BigInt(i + 1));
+      const scores = ix.findMatchesSync(q).scores;
+      expect([scores.get(1n), scores.get(2n)]).toEqual([1_000, 1_010]);
+    } finally {
+      await ix.close();
+    }
+  });
+});

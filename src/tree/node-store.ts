@@ -367,7 +367,9 @@ export class NodeStore {
   reserve(nodes: number): void {
     // One step to the size asked (at least the usual one): a bulk load that knows its size
     // (bulk-load.ts) then fills fresh pages once instead of ~5x over in 1.25x steps.
-    if (this.nodeTop + nodes > this.nodeCap) this.growNodes(this.nodeTop + nodes);
+    // Freed ids are taken before the top grows (`allocUnlinked`), so they count as room.
+    const top = this.nodeTop + Math.max(0, nodes - this.freeCount);
+    if (top > this.nodeCap) this.growNodes(top);
   }
 
   private growNodes(atLeast = 0): void {

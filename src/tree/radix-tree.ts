@@ -184,13 +184,27 @@ export class RadixTree {
   }
 
   /**
-   * @internal Makes room for `blocks` more stored blocks before a write section: arrays grow
-   * and a shared edge table is rebuilt here, outside the readers' lock; `commitEdges` switches
-   * to the rebuilt table inside it. Returns whether a rebuilt table waits for that switch.
+   * @internal Makes room, before a write section, for the Stored event `checkStored` just
+   * accepted (`n` blocks): node arrays grow and a shared edge table is rebuilt here, outside
+   * the readers' lock; `commitEdges` switches to the rebuilt table inside it. Returns whether a
+   * rebuilt table waits for that switch.
+   *
+   * Sized by what the event adds, not by its length: only its blocks missing from the tree
+   * (`path` from `checkStored`) become nodes, and of those only the first can be an edge of the
+   * table (every later one is the first child of a node of the same event, reached through its
+   * parent's record: `prepareStore`). Reserving `n` of each made a shard's conversation tree
+   * 54.1 typed bytes a pair where the same tree in-thread is 38.3: a conversation's next turn
+   * resends its history, so an event of a few hundred blocks near the arrays' end grew them by a
+   * whole step (16,384 nodes, half again at 32k nodes a shard) for the few nodes it added, and
+   * doubled both edge buffers.
    */
-  reserve(blocks: number): boolean {
-    this.nodes.reserve(blocks);
-    return this.edges.reserve(blocks);
+  reserveStore(n: number): boolean {
+    const path = this.path;
+    let m = 0;
+    while (m < n && path[m]! >= 0) m++;
+    if (m === n) return false;
+    this.nodes.reserve(n - m);
+    return this.edges.reserve(1);
   }
 
   /**

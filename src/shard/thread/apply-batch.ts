@@ -82,7 +82,7 @@ function storeRecord(tree: RadixTree, words: Uint32Array, i: number, counts: Sta
   const worker = u64(words[i + 1]!, words[i + 2]!);
   const status = tree.checkStored(worker, words[i + 3] === 1, words[i + 4]! | 0, words[i + 5]! | 0, words, i + 7, n);
   if (status === null) {
-    if (tree.reserve(n)) {
+    if (tree.reserveStore(n)) {
       // The edge table was rebuilt aside: switch before new edges go in (rare: it doubles).
       lockTree(header);
       try {
