@@ -13,7 +13,7 @@ export function bytesByStructure(tree: RadixTree): Record<string, number> {
   const n = tree.nodes;
   const pairs = Math.max(1, tree.size);
   const nodeCap = n.node.length / 4;
-  let tables = 0;
+  let tables = tree.tableSlab.bytes;
   for (const t of tree.tables) if (t !== null) tables += t.bytes;
   const m = n.members.bytesBy;
   const r = (b: number): number => Math.round((b / pairs) * 100) / 100;

@@ -53,7 +53,7 @@ describe('growable tree memory', () => {
     expect(process.memoryUsage().arrayBuffers - before).toBeLessThan(grown.sharedBytes / 2);
   });
 
-  it('gives worker tables of a page or more pages of their own, grown in place in whole pages, and keeps small ones in malloc memory', () => {
+  it('gives worker tables of a page or more pages of their own, grown in place in whole pages, and keeps small ones in the tree\'s slab', () => {
     const tree = new RadixTree();
     replay(tree, [chain(1n, 0, 2_000), chain(2n, 100_000, 20)]);
     const paged = tree.tables.find((t) => t !== null && t.count === 2_000)!.slots.buffer;
@@ -66,12 +66,48 @@ describe('growable tree memory', () => {
     expect(big.slots.buffer).toBeInstanceOf(SharedArrayBuffer);
     expect(big.slots.byteLength % 4096).toBe(0);
     expect(big.sharedBytes).toBe(big.bytes);
-    expect(small.slots.buffer).toBeInstanceOf(ArrayBuffer);
+    // A small table is a range of the slab (counted by the tree, not by the table).
+    expect(small.slots.buffer).toBe(tree.tableSlab.a.buffer);
     expect(small.sharedBytes).toBe(0);
+    expect(small.bytes).toBe(0);
     // Every block of the paged table is still found and removed.
     const removed: RouterEvent = { workerId: 1n, event: { eventId: 1n, data: { type: 'removed', blockHashes: Array.from({ length: 5_000 }, (_, i) => BigInt(i + 1) + (1n << 40n)) } } };
     expect(replay(tree, [removed])).toEqual(['ok']);
     expect(tree.size).toBe(20);
+  });
+
+  it('keeps small worker tables in one slab: ranges outgrown or of removed workers are reused, and lookups stay exact', () => {
+    const tree = new RadixTree();
+    const model = new MapRadixTree();
+    const remove = (w: bigint): void => {
+      tree.removeWorker(w);
+      model.removeWorker(w);
+    };
+    const both = (events: RouterEvent[]): void => {
+      expect(replay(tree, events)).toEqual(replay(model, events));
+    };
+    // 200 workers, each table grown by steps through the slab (chains of 5, then 40 more blocks).
+    both(Array.from({ length: 200 }, (_, w) => chain(BigInt(w + 1), 0, 5)));
+    both(Array.from({ length: 200 }, (_, w) => chain(BigInt(w + 1), 5 + w * 100, 40)));
+    const slab = tree.tableSlab.bytes;
+    for (let w = 1; w <= 200; w += 2) remove(BigInt(w));
+    // New workers, their tables stepping through the same sizes, take the removed ones' ranges:
+    // the slab does not grow.
+    both(Array.from({ length: 100 }, (_, w) => chain(BigInt(1000 + w), 0, 5)));
+    both(Array.from({ length: 100 }, (_, w) => chain(BigInt(1000 + w), 5 + w * 100, 40)));
+    expect(tree.tableSlab.bytes).toBe(slab);
+    for (const w of [2n, 200n, 1000n, 1099n]) expect(tree.blockCount(w)).toBe(model.blockCount(w));
+    for (const q of [[1n, 2n, 3n, 4n, 5n], Array.from({ length: 45 }, (_, i) => BigInt(i < 5 ? i + 1 : 105 + i))]) {
+      expect(sortedScores(tree.findMatches(q))).toEqual(sortedScores(model.findMatches(q)));
+    }
+    // A table outgrows the slab into pages of its own, and is found whole there.
+    both([chain(2n, 500_000, 3_000)]);
+    expect(tree.blockCount(2n)).toBe(model.blockCount(2n));
+    const big = tree.tables.find((t) => t !== null && t.count > 3_000)!;
+    expect(big.slots.buffer).not.toBe(tree.tableSlab.a.buffer);
+    const removed: RouterEvent = { workerId: 2n, event: { eventId: 1n, data: { type: 'removed', blockHashes: Array.from({ length: 3_000 }, (_, i) => BigInt(500_000 + i + 1) + (2n << 40n)) } } };
+    both([removed]);
+    expect([tree.size, tree.nodeCount]).toEqual([model.size, model.nodeCount]);
   });
 });
 

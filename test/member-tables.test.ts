@@ -132,3 +132,33 @@ describe('member sets after a peak (in-thread)', () => {
     expect(m.liveSets).toBe(0);
   });
 });
+describe('member tables past 65,535 positions', () => {
+  it('take two words an entry, and stay exact through growth and removals', () => {
+    // 1.5x steps from 2: a set of 66,000 workers has a capacity past 65,535 (61,446 -> 92,169),
+    // and indexes past 16 bits.
+    const workers = 66_000;
+    const f = fleet(workers, 'shared', 2, 0);
+    const tree = new RadixTree();
+    const model = new MapRadixTree();
+    for (const e of f.events) expect(tree.applyEvent(e)).toBe(model.applyEvent(e));
+    const same = (): void => {
+      expect(sortedScores(tree.findMatches(f.prompt))).toEqual(sortedScores(model.findMatches(f.prompt)));
+    };
+    same();
+    // Removals from the middle and the ends (each a table delete and a moved last member), and
+    // a store under a new hash (found by it, the old one gone).
+    for (let w = 0; w < workers; w += 97) {
+      const e = removed(f.workers[w]!, [blocksOf(f.events[w]!)[1]!.blockHash]);
+      expect(tree.applyEvent(e)).toBe(model.applyEvent(e));
+    }
+    const re = rehashed(f.events[1]!, 0x99n);
+    expect(tree.applyEvent(re)).toBe(model.applyEvent(re));
+    same();
+    for (let w = 0; w < workers; w += 13) {
+      const e = removed(f.workers[w]!, blocksOf(w === 1 ? re : f.events[w]!).map((b) => b.blockHash).reverse());
+      expect(tree.applyEvent(e)).toBe(model.applyEvent(e));
+    }
+    same();
+    for (let w = 0; w < workers; w += 1_000) expect(tree.blockCount(f.workers[w]!)).toBe(model.blockCount(f.workers[w]!));
+  }, 60_000);
+});

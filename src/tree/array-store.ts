@@ -19,9 +19,11 @@ export interface ArrayStore {
   int32(capacity: number, fill: number, maxBytes?: number): Int32Array;
   uint32(capacity: number): Uint32Array;
   uint8(capacity: number): Uint8Array;
+  uint16(capacity: number): Uint16Array;
   growInt32(old: Int32Array, capacity: number, fill: number): Int32Array;
   growUint32(old: Uint32Array, capacity: number): Uint32Array;
   growUint8(old: Uint8Array, capacity: number): Uint8Array;
+  growUint16(old: Uint16Array, capacity: number): Uint16Array;
   /** Whether growth is in place (no copy): callers may then grow in small steps. */
   readonly inPlace: boolean;
   /**
@@ -30,7 +32,7 @@ export interface ArrayStore {
    */
   readonly solo: boolean;
   /** Forgets an array replaced by another of this store (its bytes no longer held). */
-  release(old: Int32Array | Uint32Array | Uint8Array): void;
+  release(old: Int32Array | Uint32Array | Uint16Array | Uint8Array): void;
 }
 
 /**
@@ -45,7 +47,7 @@ export function nextCapacity(store: ArrayStore, cap: number, atLeast: number, mi
   return Math.max(atLeast, cap + step);
 }
 
-function copyGrow<T extends Int32Array | Uint32Array | Uint8Array>(old: T, capacity: number, fill: number): T {
+function copyGrow<T extends Int32Array | Uint32Array | Uint16Array | Uint8Array>(old: T, capacity: number, fill: number): T {
   const next = new (old.constructor as new (n: number) => T)(capacity);
   next.set(old);
   if (fill !== 0) next.fill(fill, old.length);
@@ -60,9 +62,11 @@ export const LOCAL_STORE: ArrayStore = {
   int32: (capacity, fill) => (fill === 0 ? new Int32Array(capacity) : new Int32Array(capacity).fill(fill)),
   uint32: (capacity) => new Uint32Array(capacity),
   uint8: (capacity) => new Uint8Array(capacity),
+  uint16: (capacity) => new Uint16Array(capacity),
   growInt32: (old, capacity, fill) => copyGrow(old, capacity, fill),
   growUint32: (old, capacity) => copyGrow(old, capacity, 0),
   growUint8: (old, capacity) => copyGrow(old, capacity, 0),
+  growUint16: (old, capacity) => copyGrow(old, capacity, 0),
 };
 
 /**
@@ -98,7 +102,7 @@ export class SharedStore implements ArrayStore {
     this.onGrow = onGrow ?? (() => {});
   }
 
-  release(old: Int32Array | Uint32Array | Uint8Array): void {
+  release(old: Int32Array | Uint32Array | Uint16Array | Uint8Array): void {
     this.bytes -= old.buffer.byteLength;
   }
 
@@ -122,6 +126,17 @@ export class SharedStore implements ArrayStore {
     return new Uint8Array(new SharedArrayBuffer(capacity, { maxByteLength: MAX_SHARED_BYTES }), 0, capacity);
   }
 
+  uint16(capacity: number): Uint16Array {
+    this.bytes += capacity * 2;
+    return new Uint16Array(new SharedArrayBuffer(capacity * 2, { maxByteLength: MAX_SHARED_BYTES }), 0, capacity);
+  }
+
+  growUint16(old: Uint16Array, capacity: number): Uint16Array {
+    const next = new Uint16Array(this.growBuffer(old, capacity, 2), 0, capacity);
+    this.onGrow();
+    return next;
+  }
+
   growUint8(old: Uint8Array, capacity: number): Uint8Array {
     const next = new Uint8Array(this.growBuffer(old, capacity, 1), 0, capacity);
     this.onGrow();
@@ -141,7 +156,7 @@ export class SharedStore implements ArrayStore {
     return next;
   }
 
-  private growBuffer(old: Int32Array | Uint32Array | Uint8Array, capacity: number, width = 4): SharedArrayBuffer {
+  private growBuffer(old: Int32Array | Uint32Array | Uint16Array | Uint8Array, capacity: number, width = 4): SharedArrayBuffer {
     const sab = old.buffer as SharedArrayBuffer;
     if (capacity * width > sab.byteLength) {
       this.bytes += capacity * width - sab.byteLength;

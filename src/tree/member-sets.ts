@@ -16,19 +16,20 @@
  *
  * Membership ("where is worker w in this set?", `find`): a scan of the set's slots under
  * `TABLE_FROM` workers, else the set's own member table (open addressing, slot -> index in the
- * set + 1, sized from the set's capacity). A pair is named by its node, not its position
- * (node-store.ts `PairRef`), so positions may move freely: on removal the set's last member
- * takes the leaving one's place (one table entry changes), and a set that outgrows its range
- * moves to a larger one (capacity 2, then 1.5x; grown in place when the positions after it are
- * free), rebuilding its table there. Before, a position was the pair's name, held by the
+ * set + 1, member-table.ts: sized on its own, doubled when full). A pair is named by its node,
+ * not its position (node-store.ts `PairRef`), so positions may move freely: on removal the set's
+ * last member takes the leaving one's place (one table entry changes), and a set that outgrows
+ * its range moves to a larger one (capacity 2, then 1.5x, 1.25x past `MEMBERS_FROM`; grown in
+ * place when the positions after it are free), keeping its table (indexes do not change); in an
+ * in-thread tree the live ranges slide down over the free ones before the pool would grow
+ * (`slidePool`). Before, a position was the pair's name, held by the
  * worker's lookup and a tree-wide (set, worker) -> position index: every moved member cost a
  * probe of each (random reads: 23 % of the shared-prompt build) and the index and an owner-set
  * word per position cost 13 bytes a pair there. A set that falls to one worker is dissolved: the
  * node stores that worker inline again.
  */
-import type { ArrayStore } from './array-store.js';
-import { LOCAL_STORE } from './array-store.js';
-import { memberHome as home, tableDelete, tablePut, tableSize } from './member-table.js';
+import { LOCAL_STORE, nextCapacity, type ArrayStore } from './array-store.js';
+import { entryAt, isWide, memberHome as home, tableDelete, tablePut, tableRenumber, tableSize, tableWords } from './member-table.js';
 import { RangePool } from './range-pool.js';
 
 /** Words per set record: count, fingerprint low, high, member offset, id offset. */
@@ -38,12 +39,13 @@ export const MEMBERS_FROM = 64;
 /** Workers under which a set drops its id words (the gap avoids churn around the threshold). */
 export const MEMBERS_UNDER = 32;
 const NONE = -1;
-const L = LOCAL_STORE;
 /**
- * Growth of the pool arrays: 1.25x, as the node arrays (node-store.ts). With 1.5x the pool's
- * unused tail was up to a third of it on top of each set's own growth slack.
+ * Least growth step of the arrays, in entries (`nextCapacity`: 1/16 in place, 1.25x by copy;
+ * with 1.5x the pool's unused tail was up to a third of it on top of each set's own slack).
  */
-const GROW = 1.25;
+const MIN_STEP = 256;
+/** Spare room a compacted pool keeps for growth, as a fraction of its live capacity. */
+const COMPACT_ROOM = 1.25;
 
 /** What the sets read of the node store: each slot's fingerprint key and id halves. */
 export interface SetSource {
@@ -55,6 +57,16 @@ export interface SetSource {
   setW0(node: number, w: number): void;
 }
 
+/**
+ * Growth of a set of `MEMBERS_FROM`+ workers that outgrows its range (smaller ones take 1.5x,
+ * at least one more). A move copies its slots, hashes and id words (a memmove each) and no
+ * longer rebuilds its member table (sized on its own, in doubling steps), so the step could go
+ * from 1.5x to 1.25x: at 4,096 workers on one prompt a set's capacity is 4,199 (5,394 at 1.5x),
+ * and the mean slack of a set that stops growing at a random size is ~11 % instead of ~20 %.
+ */
+const BIG_GROW = 1.25;
+/** 16-bit words before a member table's entries: its entry capacity (low, high). */
+const HEAD = 2;
 /** Workers a set needs before it keeps a member table (`find` scans smaller sets). */
 export const TABLE_FROM = 16;
 /** Workers under which a set drops its member table. */
@@ -73,8 +85,8 @@ export class MemberSets {
   private setCap: Int32Array;
   /** Per set: where its member table starts in `tabs`, or NONE. */
   private setTab: Int32Array;
-  /** Member tables: per slot, the member's index in its set + 1, 0 when empty. */
-  private tabs: Int32Array;
+  /** Member tables: per slot, the member's index in its set + 1, 0 when empty (16-bit words). */
+  private tabs: Uint16Array;
   private setTop = 0;
   /** Sum of the live sets' capacities: the pool positions a compacted pool needs. */
   private capSum = 0;
@@ -97,24 +109,31 @@ export class MemberSets {
   private readonly idPool: RangePool;
   private readonly tabPool: RangePool;
 
-  constructor(private readonly store: ArrayStore, private readonly src: SetSource) {
+  /**
+   * `store`: memory lookups read (shared with readers in a shard tree); `own`: the writer's
+   * private arrays. Both grow in place in a tree (array-store.ts `SharedStore`): as plain
+   * arrays copied 1.25x at each step, the private ones (hashes, member tables, capacities) left
+   * their outgrown copies in glibc's heap, and the copies were 12.5 % of the shared-prompt build
+   * (4,096 workers x 48 blocks) and the external-memory scavenges another 11.6 %.
+   */
+  constructor(private readonly store: ArrayStore, private readonly src: SetSource, private readonly own: ArrayStore = LOCAL_STORE) {
     const sets = 16;
     const pool = 64;
     this.sets = store.int32(sets * SET_WORDS, 0);
-    this.setCap = L.int32(sets, 0);
+    this.setCap = own.int32(sets, 0);
     this.local = store.solo;
-    this.setTab = L.int32(sets, NONE);
+    this.setTab = own.int32(sets, NONE);
     this.mSlot = store.int32(pool, NONE);
-    this.mLo = L.uint32(pool);
-    this.mHi = L.uint32(pool);
+    this.mLo = own.uint32(pool);
+    this.mHi = own.uint32(pool);
     this.mIds = store.uint32(2 * MEMBERS_FROM);
-    this.tabs = L.int32(64, 0);
+    this.tabs = own.uint16(64);
     this.pool = new RangePool((atLeast) => this.growPool(atLeast));
     this.idPool = new RangePool((atLeast) => {
-      if (2 * atLeast > this.mIds.length) this.mIds = this.store.growUint32(this.mIds, 2 * Math.max(atLeast, Math.ceil(this.mIds.length * GROW / 2)));
+      if (2 * atLeast > this.mIds.length) this.mIds = this.store.growUint32(this.mIds, 2 * nextCapacity(this.store, this.mIds.length >> 1, atLeast, MIN_STEP));
     });
     this.tabPool = new RangePool((atLeast) => {
-      if (atLeast > this.tabs.length) this.tabs = L.growInt32(this.tabs, Math.max(atLeast, Math.ceil(this.tabs.length * GROW)), 0);
+      if (atLeast > this.tabs.length) this.tabs = this.own.growUint16(this.tabs, nextCapacity(this.own, this.tabs.length, atLeast, MIN_STEP));
     });
   }
 
@@ -133,7 +152,7 @@ export class MemberSets {
       records: this.sets.length * 4 + this.setCap.length * 8,
       pool: this.mSlot.length * 12,
       ids: this.mIds.length * 4,
-      tables: this.tabs.length * 4,
+      tables: this.tabs.length * 2,
     };
   }
 
@@ -164,10 +183,12 @@ export class MemberSets {
       return -1;
     }
     const tabs = this.tabs;
-    const n = tableSize(this.setCap[set]!);
+    const tcap = tabs[t]! | (tabs[t + 1]! << 16);
+    const n = tableSize(tcap);
+    const wide = isWide(tcap);
     let i = home(slot, n);
     for (;;) {
-      const v = tabs[t + i]!;
+      const v = entryAt(tabs, t + HEAD, i, wide);
       if (v === 0) {
         this.hole = i;
         return -1;
@@ -183,10 +204,10 @@ export class MemberSets {
     if (set === undefined) {
       set = this.setTop++;
       if (set * SET_WORDS >= this.sets.length) {
-        const cap = Math.ceil(this.setCap.length * 1.5);
+        const cap = nextCapacity(this.own, this.setCap.length, set + 1, 64);
         this.sets = this.store.growInt32(this.sets, cap * SET_WORDS, 0);
-        this.setCap = L.growInt32(this.setCap, cap, 0);
-        this.setTab = L.growInt32(this.setTab, cap, NONE);
+        this.setCap = this.own.growInt32(this.setCap, cap, 0);
+        this.setTab = this.own.growInt32(this.setTab, cap, NONE);
       }
     }
     const off = this.pool.alloc(2);
@@ -210,17 +231,24 @@ export class MemberSets {
   append(set: number, slot: number, lo: number, hi: number, hole = -1): number {
     const r = set * SET_WORDS;
     const cnt = this.sets[r]!;
-    if (cnt === this.setCap[set]) {
-      this.growSet(set, cnt);
-      hole = -1; // the table was rebuilt
-    }
+    if (cnt === this.setCap[set]) this.growSet(set, cnt);
     const s = this.sets;
     const pos = s[r + 3]! + cnt;
     this.mSlot[pos] = slot;
     this.mLo[pos] = lo;
     this.mHi[pos] = hi;
-    const t = this.setTab[set]!;
-    if (t >= 0) tablePut(this.tabs, t, tableSize(this.setCap[set]!), slot, cnt + 1, hole);
+    let t = this.setTab[set]!;
+    if (t >= 0) {
+      let tcap = this.tableCap(t);
+      if (cnt === tcap) {
+        // Full: a table for twice as many, holding the members before this one.
+        this.tabPool.free(t, tableWords(tcap) + HEAD);
+        tcap *= 2;
+        t = this.buildTable(set, tcap);
+        hole = -1;
+      }
+      tablePut(this.tabs, t + HEAD, tcap, slot, cnt + 1, hole);
+    }
     const ids = s[r + 4]!;
     if (ids >= 0) {
       this.mIds[2 * (ids + cnt)] = this.src.slotLo[slot]!;
@@ -230,7 +258,7 @@ export class MemberSets {
     s[r + 2] = s[r + 2]! ^ this.src.keyHi[slot]!;
     s[r] = cnt + 1;
     this.liveMembers++;
-    if (t < 0 && cnt + 1 >= TABLE_FROM) this.buildTable(set);
+    if (t < 0 && cnt + 1 >= TABLE_FROM) this.buildTable(set, 2 * (cnt + 1));
     if (ids < 0 && cnt + 1 >= MEMBERS_FROM) this.buildIds(set);
     return pos;
   }
@@ -250,15 +278,10 @@ export class MemberSets {
     const slot = mSlot[pos]!;
     const t = this.setTab[set]!;
     if (t >= 0) {
-      const n = tableSize(this.setCap[set]!);
-      tableDelete(this.tabs, t, n, this.mSlot, off, slot);
+      const tcap = this.tableCap(t);
+      tableDelete(this.tabs, t + HEAD, tcap, this.mSlot, off, slot);
       // The last member's entry names its new index.
-      if (pos !== last) {
-        const tabs = this.tabs;
-        let i = home(mSlot[last]!, n);
-        while (tabs[t + i] !== cnt) i = i + 1 === n ? 0 : i + 1;
-        tabs[t + i] = pos - off + 1;
-      }
+      if (pos !== last) tableRenumber(this.tabs, t + HEAD, tcap, mSlot[last]!, cnt, pos - off + 1);
     }
     if (pos !== last) {
       mSlot[pos] = mSlot[last]!;
@@ -282,7 +305,7 @@ export class MemberSets {
       s[r + 4] = NONE;
     }
     if (t >= 0 && cnt - 1 < TABLE_UNDER) {
-      this.tabPool.free(t, tableSize(this.setCap[set]!));
+      this.tabPool.free(t, tableWords(this.tableCap(t)) + HEAD);
       this.setTab[set] = NONE;
     }
     return cnt - 1;
@@ -299,7 +322,7 @@ export class MemberSets {
     this.pool.free(off, this.setCap[set]!);
     if (s[r + 4]! >= 0) this.idPool.free(s[r + 4]!, this.setCap[set]!);
     const t = this.setTab[set]!;
-    if (t >= 0) this.tabPool.free(t, tableSize(this.setCap[set]!));
+    if (t >= 0) this.tabPool.free(t, tableWords(this.tableCap(t)) + HEAD);
     s[r] = 0;
     s[r + 1] = 0;
     s[r + 2] = 0;
@@ -334,8 +357,8 @@ export class MemberSets {
     // The shared-memory arrays come from the store (growable memory in trees: array-store.ts),
     // which forgets the old ones; the private ones are plain memory.
     const sets = this.store.int32(n * SET_WORDS, 0);
-    const setCap = new Int32Array(n);
-    const setTab = new Int32Array(n).fill(NONE);
+    const setCap = this.own.int32(n, 0);
+    const setTab = this.own.int32(n, NONE);
     const old = this.sets;
     // Every node first, while the lookups read the old numbering, then the new words.
     const nodes = new Int32Array(this.liveSets);
@@ -351,6 +374,8 @@ export class MemberSets {
     }
     for (let i = 0; i < k; i++) this.src.setW0(nodes[i]!, -i - 2);
     this.store.release(this.sets);
+    this.own.release(this.setCap);
+    this.own.release(this.setTab);
     this.sets = sets;
     this.setCap = setCap;
     this.setTab = setTab;
@@ -359,10 +384,10 @@ export class MemberSets {
   }
 
   private compactPool(): void {
-    const n = Math.max(64, Math.ceil(this.capSum * GROW));
+    const n = Math.max(64, Math.ceil(this.capSum * COMPACT_ROOM));
     const mSlot = this.store.int32(n, NONE);
-    const mLo = new Uint32Array(n);
-    const mHi = new Uint32Array(n);
+    const mLo = this.own.uint32(n);
+    const mHi = this.own.uint32(n);
     const s = this.sets;
     let at = 0;
     for (let set = 0; set < this.setTop; set++) {
@@ -378,6 +403,8 @@ export class MemberSets {
       at += cap;
     }
     this.store.release(this.mSlot);
+    this.own.release(this.mLo);
+    this.own.release(this.mHi);
     this.mSlot = mSlot;
     this.mLo = mLo;
     this.mHi = mHi;
@@ -388,8 +415,12 @@ export class MemberSets {
   private growSet(set: number, cnt: number): void {
     const r = set * SET_WORDS;
     const cap = this.setCap[set]!;
-    const next = Math.max(cap + 1, Math.ceil(cap * 1.5));
-    const off = this.sets[r + 3]!;
+    const next = cap < MEMBERS_FROM ? Math.max(cap + 1, Math.ceil(cap * 1.5)) : Math.ceil(cap * BIG_GROW);
+    let off = this.sets[r + 3]!;
+    if (!this.pool.extend(off + cap, next - cap) && this.slideFirst(this.pool, this.mSlot.length, next)) {
+      this.slidePool();
+      off = this.sets[r + 3]!;
+    }
     if (!this.pool.extend(off + cap, next - cap)) {
       const to = this.pool.alloc(next); // may grow the pool's arrays: read them after
       const { mSlot, mLo, mHi } = this;
@@ -400,32 +431,107 @@ export class MemberSets {
       mSlot.fill(NONE, off, off + cap);
       this.pool.free(off, cap);
     }
-    const ids = this.sets[r + 4]!;
+    let ids = this.sets[r + 4]!;
+    if (ids >= 0 && !this.idPool.extend(ids + cap, next - cap) && this.slideFirst(this.idPool, this.mIds.length >> 1, next)) {
+      this.slideIds();
+      ids = this.sets[r + 4]!;
+    }
     if (ids >= 0 && !this.idPool.extend(ids + cap, next - cap)) {
       const to = this.idPool.alloc(next);
       this.mIds.copyWithin(2 * to, 2 * ids, 2 * (ids + cnt));
       this.idPool.free(ids, cap);
       this.sets[r + 4] = to;
     }
-    const t = this.setTab[set]!;
+    // The member table stays: it maps slots to indexes in the set, which a move keeps.
     this.setCap[set] = next;
     this.capSum += next - cap;
-    if (t >= 0) {
-      this.tabPool.free(t, tableSize(cap));
-      this.buildTable(set);
-    }
   }
 
-  /** Gives `set` a member table sized for its capacity, holding its members. */
-  private buildTable(set: number): void {
-    const n = tableSize(this.setCap[set]!);
-    const t = this.tabPool.alloc(n); // may grow `tabs`: read it after
-    this.tabs.fill(0, t, t + n);
+  /**
+   * Whether a move of `n` positions should first slide the live ranges of `pool` (whose arrays
+   * hold `length`) down over its free ones: in an in-thread tree, when the move would grow the
+   * arrays and a quarter of the handed-out positions are free. Sets that grow in lockstep (every
+   * worker joining each node of a shared prompt) leave the free ranges of the generation before
+   * behind them: at 4,096 workers x 48 blocks the pool held 242,054 positions for 201,552 of
+   * capacity, 40,502 positions of 20 bytes (slot, hash, id words) at their peak.
+   */
+  private slideFirst(pool: RangePool, length: number, n: number): boolean {
+    return this.local && pool.top + n > length && pool.freePositions * 8 >= pool.top;
+  }
+
+  /** The live sets whose `word` (3: member offset, 4: id offset) is set, ordered by it. */
+  private liveBy(word: number): number[] {
+    const s = this.sets;
+    const out: number[] = [];
+    for (let set = 0; set < this.setTop; set++) if (this.setCap[set]! > 0 && s[set * SET_WORDS + word]! >= 0) out.push(set);
+    return out.sort((a, b) => s[a * SET_WORDS + word]! - s[b * SET_WORDS + word]!);
+  }
+
+  /**
+   * Moves every live set's members down over the free positions before them, in offset order
+   * (each copy goes down, over positions already copied or free), and hands out the pool from
+   * their end. In place: no new memory, no reader (in-thread only). Member tables stay (they map
+   * slots to indexes in the set).
+   */
+  private slidePool(): void {
+    const s = this.sets;
+    const { mSlot, mLo, mHi } = this;
+    const top = this.pool.top;
+    let at = 0;
+    for (const set of this.liveBy(3)) {
+      const r = set * SET_WORDS;
+      const off = s[r + 3]!;
+      const cnt = s[r]!;
+      const cap = this.setCap[set]!;
+      if (off !== at) {
+        mSlot.copyWithin(at, off, off + cnt);
+        mLo.copyWithin(at, off, off + cnt);
+        mHi.copyWithin(at, off, off + cnt);
+        mSlot.fill(NONE, at + cnt, at + cap);
+        s[r + 3] = at;
+      }
+      at += cap;
+    }
+    mSlot.fill(NONE, at, top);
+    this.pool.reset(at);
+  }
+
+  /** `slidePool` for the id words of the sets that have them. */
+  private slideIds(): void {
+    const s = this.sets;
+    const m = this.mIds;
+    let at = 0;
+    for (const set of this.liveBy(4)) {
+      const r = set * SET_WORDS;
+      const ids = s[r + 4]!;
+      if (ids !== at) {
+        m.copyWithin(2 * at, 2 * ids, 2 * (ids + s[r]!));
+        s[r + 4] = at;
+      }
+      at += this.setCap[set]!;
+    }
+    this.idPool.reset(at);
+  }
+
+  /** Entries the member table at `t` holds at most (its header). */
+  private tableCap(t: number): number {
+    return this.tabs[t]! | (this.tabs[t + 1]! << 16);
+  }
+
+  /** Gives `set` a member table for `tcap` entries, holding its members; returns where it starts. */
+  private buildTable(set: number, tcap: number): number {
+    const words = tableWords(tcap) + HEAD;
+    const t = this.tabPool.alloc(words); // may grow `tabs`: read it after
+    const tabs = this.tabs;
+    tabs.fill(0, t + HEAD, t + words);
+    tabs[t] = tcap & 0xffff;
+    tabs[t + 1] = tcap >>> 16;
     const off = this.sets[set * SET_WORDS + 3]!;
     const cnt = this.sets[set * SET_WORDS]!;
     const mSlot = this.mSlot;
-    for (let k = 0; k < cnt; k++) tablePut(this.tabs, t, n, mSlot[off + k]!, k + 1, -1);
+    for (let k = 0; k < cnt; k++) tablePut(tabs, t + HEAD, tcap, mSlot[off + k]!, k + 1, -1);
     this.setTab[set] = t;
+    return t;
   }
 
   /** Gives a set that reached `MEMBERS_FROM` workers its id words. */
@@ -446,9 +552,9 @@ export class MemberSets {
 
   private growPool(atLeast: number): void {
     if (atLeast <= this.mSlot.length) return;
-    const n = Math.max(atLeast, Math.ceil(this.mSlot.length * GROW));
+    const n = nextCapacity(this.store, this.mSlot.length, atLeast, MIN_STEP);
     this.mSlot = this.store.growInt32(this.mSlot, n, NONE);
-    this.mLo = L.growUint32(this.mLo, n);
-    this.mHi = L.growUint32(this.mHi, n);
+    this.mLo = this.own.growUint32(this.mLo, n);
+    this.mHi = this.own.growUint32(this.mHi, n);
   }
 }

@@ -151,7 +151,7 @@ export class NodeStore {
     this.keyHi = store.uint32(16);
     this.slotLo = store.uint32(16);
     this.slotHi = store.uint32(16);
-    this.members = new MemberSets(store, this);
+    this.members = new MemberSets(store, this, own);
   }
 
   /**

@@ -37,7 +37,7 @@ import { U64Scratch } from './u64-scratch.js';
 import { createUseTracker, type UseTracker } from './use-tracker.js';
 import { H, HEADER_WORDS, type SharedTreeLayout } from './shared-layout.js';
 import { WalkScratch, emptyLookupArrays, firstBlockUnheld, rootMisses, type LookupArrays } from './walk.js';
-import { WorkerTable } from './worker-table.js';
+import { TableSlab, WorkerTable } from './worker-table.js';
 import { walkWithTrail, type TrailTree } from './trail-walk.js';
 
 export interface RadixTreeOptions {
@@ -91,6 +91,8 @@ export class RadixTree {
   private readonly store: SharedStore;
   /** The writer's own growable arrays (external hashes), never read by another thread. */
   private readonly own = new SharedStore();
+  /** @internal The slots of the small worker tables (worker-table.ts `TableSlab`). */
+  readonly tableSlab: TableSlab;
   /** Shared mode: the header words of shared-layout.ts; null in-thread. */
   private readonly header: Int32Array | null;
   /** Shared mode: the unit log that lookups read past a descheduled writer by (unit-log.ts). */
@@ -154,6 +156,7 @@ export class RadixTree {
       this.nodes = new NodeStore(this.own, capacity, this.own);
       this.edges = new EdgeTable(this.nodes, capacity);
     }
+    this.tableSlab = new TableSlab(this.own);
     // A member's node, for renumbering sets (member-sets.ts `compact`): its worker's entry is `~node`.
     this.nodes.members.nodeOfMember = (slot, lo, hi) => ~(this.tables[slot]!.find(lo, hi) as number);
     this.uses = createUseTracker(options.expirationMs, options.now);
@@ -246,7 +249,7 @@ export class RadixTree {
 
   /** Bytes held by the tree's typed arrays (capacities). */
   get bytes(): number {
-    let b = this.nodes.bytes + this.edges.bytes + this.scoreBySlot.byteLength;
+    let b = this.nodes.bytes + this.edges.bytes + this.scoreBySlot.byteLength + this.tableSlab.bytes;
     for (const t of this.tables) if (t !== null) b += t.bytes;
     return b;
   }
@@ -617,10 +620,9 @@ export class RadixTree {
     // Collect the hashes first: dropping pairs while iterating the table that loses them
     // would skip or repeat entries.
     const hashes: number[] = [];
-    const slots = table.slots;
     const nodes = this.nodes;
-    for (let i = 0; i < slots.length; i++) {
-      if (slots[i] === 0) continue;
+    for (let i = 0, cap = table.capacity; i < cap; i++) {
+      if (table.isEmptyAt(i)) continue;
       const ref = table.refAt(i);
       if (ref >= 0) hashes.push(nodes.h0Lo[ref]!, nodes.h0Hi[ref]!);
       else {
@@ -639,6 +641,7 @@ export class RadixTree {
     const slot = this.slotOf.get(workerId);
     if (slot === undefined) return;
     this.clearWorker(workerId);
+    this.tables[slot]!.dispose();
     this.slotOf.delete(workerId);
     this.slotIds[slot] = null;
     this.tables[slot] = null;
@@ -735,7 +738,7 @@ export class RadixTree {
     this.slotIds[slot] = workerId;
     this.nodes.setSlot(slot, Number(workerId & 0xffffffffn), Number(workerId >> 32n));
     if (this.header !== null && slot >= this.header[H.SLOTS]!) Atomics.store(this.header, H.SLOTS, slot + 1);
-    this.tables[slot] = new WorkerTable(this.nodes, slot);
+    this.tables[slot] = new WorkerTable(this.nodes, slot, this.tableSlab);
     const ahead = this.presized?.get(workerId);
     if (ahead !== undefined) {
       this.tables[slot]!.reserve(ahead);

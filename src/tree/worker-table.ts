@@ -14,7 +14,10 @@
  * conversation workload (4 workers of 16,384 blocks) a power of two left every table at 32,768
  * slots for 16,384 entries: 8 bytes a pair; 1.5x steps give 23,643 slots, 5.5 bytes.
  */
+import { ErrorCode, KvIndexError } from '../errors.js';
+import { nextCapacity, type ArrayStore } from './array-store.js';
 import type { NodeStore, PairRef } from './node-store.js';
+import { RangePool } from './range-pool.js';
 
 export function hashKey(lo: number, hi: number): number {
   let h = Math.imul(lo ^ Math.imul(hi, 0x9e3779b1), 0x85ebca6b);
@@ -24,6 +27,51 @@ export function hashKey(lo: number, hi: number): number {
 
 const encode = (ref: number): number => (ref >= 0 ? ref + 1 : ref);
 const decode = (v: number): PairRef => (v > 0 ? v - 1 : v) as PairRef;
+
+/**
+ * The slots of the small worker tables of one tree (under `SLAB_BYTES`), as ranges of one array that grows in place
+ * (the tree's private growable store, array-store.ts). Each table was an Int32Array of its own:
+ * with its ArrayBuffer 184 bytes of heap objects, plus a malloc'd backing store and V8's record
+ * of it, per worker (4,096 workers storing one 48-block prompt: ~7.7 bytes of RSS a pair for
+ * tables of 324 bytes), and two allocations per new worker (9 % of that build). A range's view
+ * is the array as it was when the range was taken: grown in place, an older view still covers
+ * it, so tables keep no handle on the slab past `alloc`.
+ */
+export class TableSlab {
+  /** The slab (the newest view; tables may hold older ones of the same buffer). */
+  a: Int32Array;
+  private readonly pool: RangePool;
+
+  constructor(private readonly store: ArrayStore) {
+    if (!store.inPlace) throw new KvIndexError(ErrorCode.Internal, 'a worker-table slab needs memory that grows in place');
+    this.a = store.int32(SLAB_STEP, 0);
+    this.pool = new RangePool((atLeast) => {
+      if (atLeast > this.a.length) this.a = this.store.growInt32(this.a, nextCapacity(this.store, this.a.length, atLeast, SLAB_STEP), 0);
+    });
+  }
+
+  /** Bytes of the slab (its capacity). */
+  get bytes(): number {
+    return this.a.byteLength;
+  }
+
+  /** A zeroed range of `n` slots; returns its start (`this.a` covers it). */
+  alloc(n: number): number {
+    const at = this.pool.alloc(n);
+    this.a.fill(0, at, at + n);
+    return at;
+  }
+
+  free(at: number, n: number): void {
+    this.pool.free(at, n);
+  }
+}
+
+/**
+ * A slab's first size and least growth, in slots (a page): a tree whose few workers' tables
+ * soon outgrow the slab (the conversation workload: 4 workers) keeps only this of it.
+ */
+const SLAB_STEP = 1024;
 
 /**
  * Tables of this many bytes or more live in pages of their own: a growable SharedArrayBuffer
@@ -39,6 +87,14 @@ const decode = (v: number): PairRef => (v > 0 ? v - 1 : v) as PairRef;
  * page would be mostly empty.
  */
 const PAGED_BYTES = 4096;
+/**
+ * Tables under this many bytes (capacities up to 122 slots: ~91 blocks) are ranges of the
+ * tree's slab (`TableSlab`), larger ones under a page are plain arrays. The slab never shrinks:
+ * with every table under a page in it, the conversation workload's 4 workers passing through
+ * those sizes together left it at 20 KB (0.31 bytes a pair); with this bound it stays at its
+ * first page.
+ */
+const SLAB_BYTES = 512;
 const PAGE = 4096;
 /**
  * Address space a paged table reserves (backed only as it grows): 16M slots, ~10M blocks of one
@@ -51,9 +107,16 @@ let scratch = new Int32Array(1024);
 
 /** 2^-32: scales a uint32 hash to [0, 1). */
 const SCALE = 2.3283064365386963e-10;
+/** A table's first capacity (before any step). */
+const FIRST = 16;
+/** The slots of a table that has none yet. */
+const EMPTY = new Int32Array(0);
 
 export class WorkerTable {
+  /** The array holding the slots: the slab's (from `base` on) or the table's own pages. */
   slots: Int32Array;
+  /** Where the slots start in `slots` (0 in pages of its own). */
+  base = 0;
   private cap: number;
   /**
    * The capacity the 1.5x steps asked for; `cap` may be more, the rest of its last page. The
@@ -61,13 +124,24 @@ export class WorkerTable {
    * conversation tree's tables, 5.82 -> 6.75 bytes a pair).
    */
   private asked: number;
+  /** Whether the slots are a range of the slab (else an array of their own). */
+  private inSlab: boolean;
   count = 0;
 
-  /** `slot`: the worker's slot in the tree (completes its member refs). */
-  constructor(private readonly nodes: NodeStore, readonly slot: number) {
-    this.slots = new Int32Array(16);
-    this.cap = 16;
-    this.asked = 16;
+  /**
+   * `slot`: the worker's slot in the tree (completes its member refs). No slots until the
+   * first insert or reservation (a worker's first event sizes its table: `reserveSteps`).
+   */
+  constructor(private readonly nodes: NodeStore, readonly slot: number, private readonly slab: TableSlab) {
+    this.slots = EMPTY;
+    this.cap = 0;
+    this.asked = FIRST;
+    this.inSlab = false;
+  }
+
+  /** Slots of the table (capacity); `refAt` and `isEmptyAt` take indexes below it. */
+  get capacity(): number {
+    return this.cap;
   }
 
   /**
@@ -79,13 +153,17 @@ export class WorkerTable {
     return ((hashKey(lo, hi) >>> 0) * this.cap * SCALE) | 0;
   }
 
+  /** Bytes of the table's own array (0 for a range of the slab, which the tree counts whole). */
   get bytes(): number {
-    return this.slots.byteLength;
+    return this.inSlab ? 0 : this.slots.byteLength;
   }
 
-  /** Of `bytes`, those in a SharedArrayBuffer (which `process.memoryUsage()` does not count). */
+  /**
+   * Of `bytes`, those in pages of the table's own (a SharedArrayBuffer, which
+   * `process.memoryUsage()` does not count); the slab is counted by the tree's store.
+   */
   get sharedBytes(): number {
-    return this.slots.buffer instanceof SharedArrayBuffer ? this.slots.byteLength : 0;
+    return !this.inSlab && this.slots.buffer instanceof SharedArrayBuffer ? this.slots.byteLength : 0;
   }
 
   // Keys are compared as int32 (`x | 0`): a uint32 half above 2^31 is not a small integer in
@@ -111,11 +189,13 @@ export class WorkerTable {
 
   /** The slot index holding the hash (halves as int32: `x | 0`), or -1. */
   findSlot(lo: number, hi: number): number {
-    const slots = this.slots;
     const cap = this.cap;
+    if (cap === 0) return -1;
+    const slots = this.slots;
+    const b = this.base;
     let i = this.home(lo, hi);
     for (;;) {
-      const v = slots[i]!;
+      const v = slots[b + i]!;
       if (v === 0) return -1;
       if (this.holds(v, lo, hi)) return i;
       i = i + 1 === cap ? 0 : i + 1;
@@ -125,21 +205,28 @@ export class WorkerTable {
   /** The worker's pair holding this external hash, or null. */
   find(lo: number, hi: number): PairRef | null {
     const s = this.findSlot(lo, hi);
-    return s < 0 ? null : decode(this.slots[s]!);
+    return s < 0 ? null : decode(this.slots[this.base + s]!);
   }
 
-  /** The pair stored at a slot (for iteration: slots with value 0 are empty). */
-  refAt(slot: number): PairRef {
-    return decode(this.slots[slot]!);
+  /** Whether slot index `i` (below `capacity`) is empty. */
+  isEmptyAt(i: number): boolean {
+    return this.slots[this.base + i] === 0;
+  }
+
+  /** The pair stored at a slot index (for iteration: skip those `isEmptyAt`). */
+  refAt(i: number): PairRef {
+    return decode(this.slots[this.base + i]!);
   }
 
   /** Adds pair `ref` of hash (lo, hi) (halves as int32), not in the table yet (the pair is in the tree). */
   insert(ref: PairRef, lo: number, hi: number): void {
-    if ((this.count + 1) * 4 > this.cap * 3) this.resize(Math.max(Math.ceil(this.asked * 1.5), this.cap + 1));
+    if ((this.count + 1) * 4 > this.cap * 3) this.resize(this.cap === 0 ? this.asked : Math.max(Math.ceil(this.asked * 1.5), this.cap + 1));
     const cap = this.cap;
+    const slots = this.slots;
+    const b = this.base;
     let i = this.home(lo, hi);
-    while (this.slots[i] !== 0) i = i + 1 === cap ? 0 : i + 1;
-    this.slots[i] = encode(ref);
+    while (slots[b + i] !== 0) i = i + 1 === cap ? 0 : i + 1;
+    slots[b + i] = encode(ref);
     this.count++;
   }
 
@@ -159,14 +246,20 @@ export class WorkerTable {
   }
 
   /**
-   * Makes room for `extra` more entries in one rehash, at the capacity 1.5x steps of `insert`
-   * would reach (a worker's first event: radix-tree.ts `prepareStore`), so the table ends with
-   * the bytes it would have had anyway: sized as `reserve` does, the conversation workload's
-   * tables took 6.46 bytes a pair instead of 5.82.
+   * Makes room for `extra` more entries in one rehash (a worker's first event: radix-tree.ts
+   * `prepareStore`). A table with no slots yet is sized for them at the highest load the steps
+   * allow (0.75), and 1.5x steps go on from there: 4,096 workers storing a 48-block prompt, 64
+   * slots a worker instead of the 81 the steps from 16 reach (6.91 -> 5.42 bytes a pair); the
+   * conversation workload's tables 6.06 -> 5.81 (sized at 1.6x the need, as `reserve` does,
+   * they took 6.46). A table with slots takes the step that 1.5x steps of `insert` would reach.
    */
   reserveSteps(extra: number): void {
     const need = this.count + extra;
     if (need * 4 <= this.cap * 3) return;
+    if (this.cap === 0) {
+      this.resize(Math.max(FIRST, Math.ceil((need * 4) / 3)));
+      return;
+    }
     let asked = this.asked;
     do asked = Math.ceil(asked * 1.5);
     while (need * 4 > asked * 3);
@@ -179,14 +272,16 @@ export class WorkerTable {
    * (a pair in the middle of the switch has none to read).
    */
   move(lo: number, hi: number, from: PairRef, to: PairRef): void {
-    const slots = this.slots;
     const cap = this.cap;
+    if (cap === 0) return;
+    const slots = this.slots;
+    const b = this.base;
     const v = encode(from);
     let i = this.home(lo, hi);
     for (;;) {
-      const x = slots[i]!;
+      const x = slots[b + i]!;
       if (x === v) {
-        slots[i] = encode(to);
+        slots[b + i] = encode(to);
         return;
       }
       if (x === 0) return;
@@ -199,18 +294,19 @@ export class WorkerTable {
     let i = this.findSlot(lo, hi);
     if (i < 0) return false;
     const slots = this.slots;
+    const b = this.base;
     const cap = this.cap;
     this.count--;
     for (;;) {
-      slots[i] = 0;
+      slots[b + i] = 0;
       let j = i;
       for (;;) {
         j = j + 1 === cap ? 0 : j + 1;
-        const v = slots[j]!;
+        const v = slots[b + j]!;
         if (v === 0) return true;
         const home = this.homeOf(v);
         if (i <= j ? home <= i || home > j : home <= i && home > j) {
-          slots[i] = v;
+          slots[b + i] = v;
           i = j;
           break;
         }
@@ -218,26 +314,56 @@ export class WorkerTable {
     }
   }
 
+  /** Gives the slots back (the worker leaves the tree: radix-tree.ts `removeWorker`). */
+  dispose(): void {
+    if (this.inSlab) this.slab.free(this.base, this.cap);
+    this.slots = EMPTY;
+    this.base = 0;
+    this.cap = 0;
+    this.count = 0;
+    this.inSlab = false;
+  }
+
   private place(v: number): void {
     const cap = this.cap;
+    const slots = this.slots;
+    const b = this.base;
     let i = this.homeOf(v);
-    while (this.slots[i] !== 0) i = i + 1 === cap ? 0 : i + 1;
-    this.slots[i] = v;
+    while (slots[b + i] !== 0) i = i + 1 === cap ? 0 : i + 1;
+    slots[b + i] = v;
   }
 
   private resize(capacity: number, paged = true): void {
     const old = this.slots;
+    const oldBase = this.base;
+    const oldCap = this.cap;
+    const wasInSlab = this.inSlab;
     this.asked = capacity;
+    if (capacity * 4 < SLAB_BYTES) {
+      // A range of the slab: the old range is rehashed from, then given back (the slab grows
+      // in place, so `old` still covers it after `alloc`).
+      const at = this.slab.alloc(capacity);
+      this.slots = this.slab.a;
+      this.base = at;
+      this.cap = capacity;
+      this.inSlab = true;
+      this.rehashFrom(old, oldBase, oldCap);
+      if (wasInSlab) this.slab.free(oldBase, oldCap);
+      return;
+    }
+    this.base = 0;
+    this.inSlab = false;
     if (!paged || capacity * 4 < PAGED_BYTES) {
       this.slots = new Int32Array(capacity);
       this.cap = capacity;
-      this.rehashFrom(old);
+      this.rehashFrom(old, oldBase, oldCap);
+      if (wasInSlab) this.slab.free(oldBase, oldCap);
       return;
     }
     const bytes = Math.ceil((capacity * 4) / PAGE) * PAGE; // whole pages: the slack is slots
     capacity = bytes / 4;
     const sab = old.buffer;
-    if (sab instanceof SharedArrayBuffer && sab.growable && bytes <= sab.maxByteLength) {
+    if (!wasInSlab && sab instanceof SharedArrayBuffer && sab.growable && bytes <= sab.maxByteLength) {
       // In place: the entries out to the scratch, the old slots cleared, the buffer grown.
       if (scratch.length < this.count) scratch = new Int32Array(Math.max(this.count, scratch.length * 2));
       let n = 0;
@@ -252,11 +378,13 @@ export class WorkerTable {
     // Its length given: a view that tracks a growable buffer's length reads several times slower.
     this.slots = new Int32Array(new SharedArrayBuffer(bytes, { maxByteLength: Math.max(RESERVE_BYTES, 2 * bytes) }), 0, capacity);
     this.cap = capacity;
-    this.rehashFrom(old);
+    this.rehashFrom(old, oldBase, oldCap);
+    if (wasInSlab) this.slab.free(oldBase, oldCap);
   }
 
-  private rehashFrom(old: Int32Array): void {
-    for (let i = 0; i < old.length; i++) {
+  /** Places the entries of `n` slots of `old` from `at` on into the current slots. */
+  private rehashFrom(old: Int32Array, at: number, n: number): void {
+    for (let i = at; i < at + n; i++) {
       const v = old[i]!;
       if (v !== 0) this.place(v);
     }
