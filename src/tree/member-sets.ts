@@ -450,7 +450,7 @@ export class MemberSets {
   /**
    * Whether a move of `n` positions should first slide the live ranges of `pool` (whose arrays
    * hold `length`) down over its free ones: in an in-thread tree, when the move would grow the
-   * arrays and a quarter of the handed-out positions are free. Sets that grow in lockstep (every
+   * arrays and an eighth of the handed-out positions are free. Sets that grow in lockstep (every
    * worker joining each node of a shared prompt) leave the free ranges of the generation before
    * behind them: at 4,096 workers x 48 blocks the pool held 242,054 positions for 201,552 of
    * capacity, 40,502 positions of 20 bytes (slot, hash, id words) at their peak.

@@ -199,9 +199,7 @@ export class RadixTree {
    * doubled both edge buffers.
    */
   reserveStore(n: number): boolean {
-    const path = this.path;
-    let m = 0;
-    while (m < n && path[m]! >= 0) m++;
+    const m = this.heldPrefix(n);
     if (m === n) return false;
     this.nodes.reserve(n - m);
     return this.edges.reserve(1);
@@ -359,8 +357,7 @@ export class RadixTree {
     // the build, and 4x its table in freed arrays).
     if (table.count === 0) table.reserveSteps(n);
     const path = this.path;
-    let m = 0;
-    while (m < n && path[m]! >= 0) m++;
+    const m = this.heldPrefix(n);
     let cur = m === 0 ? this.storeAt : path[m - 1]!;
     this.pending.linkTo = cur;
     for (let i = m; i < n; i++) {
@@ -378,6 +375,14 @@ export class RadixTree {
     this.pending.off = off;
     this.pending.existing = m;
     return m < n ? m + 1 : m;
+  }
+
+  /** How many of the `n` blocks `checkStored` placed lead the event already held (`path`). */
+  private heldPrefix(n: number): number {
+    const path = this.path;
+    let m = 0;
+    while (m < n && path[m]! >= 0) m++;
+    return m;
   }
 
   /**
