@@ -488,7 +488,8 @@ export class RadixTree {
     const table = this.tables[r.slot];
     if (table == null) return;
     for (let i = 0; i < r.n; i++) {
-      if (this.resolved[i] !== NOT_HELD) table.remove(r.words[r.off + 2 * i]! | 0, r.words[r.off + 2 * i + 1]! | 0);
+      const ref = this.resolved[i]!;
+      if (ref !== NOT_HELD) table.removeRef(r.words[r.off + 2 * i]! | 0, r.words[r.off + 2 * i + 1]! | 0, ref as PairRef);
     }
   }
 
@@ -873,7 +874,7 @@ export class RadixTree {
     this.pairs--;
     if (ref >= 0) {
       const node = ref as number as NodeId;
-      if (!forgetLater) table.remove(nodes.h0Lo[node]! | 0, nodes.h0Hi[node]! | 0);
+      if (!forgetLater) table.removeRef(nodes.h0Lo[node]! | 0, nodes.h0Hi[node]! | 0, ref);
       nodes.setW0(node, NONE);
       this.detach(node);
       return;
@@ -884,7 +885,7 @@ export class RadixTree {
     const p = m.find(set, table.slot);
     // Out of the worker's lookup now even with `forgetLater`: once the worker leaves the set
     // its entry has no hash to read back.
-    table.remove(m.mLo[p]! | 0, m.mHi[p]! | 0);
+    table.removeRef(m.mLo[p]! | 0, m.mHi[p]! | 0, ref);
     if (m.remove(set, p) === 1) {
       // One worker left: store it inline again and repoint its lookup.
       const off = m.offset(set);
