@@ -5,6 +5,10 @@
  * one whose memory is measured), typed-array bytes a pair (`RadixTree.bytes`), RSS and heap plus
  * array buffers a pair (after two full GCs, minus the same before the tree; the events exist
  * before), and `findMatchesInto` of the prompt (every worker matches all 48 blocks), p50 / p99.
+ * Also the minor page faults of each build (`process.resourceUsage()`) and what one costs on this
+ * host (a fresh 16 MiB buffer written a word a page, before the builds): every build writes
+ * fresh growable memory, and on the dev VM (Firecracker) a first touch costs ~15-18 us a page,
+ * so faults are a large share of a build; `build ms less faults` subtracts them (an estimate).
  *
  * `node --expose-gc dist/bench/shared-prompt.js [--workers 4096] [--blocks 48] [--builds 7]
  * [--tree <path of another build's dist/src/tree/radix-tree.js>]`: with `--tree` the same
@@ -29,6 +33,15 @@ const gc = (): void => {
   g();
 };
 const r2 = (x: number): number => Math.round(x * 100) / 100;
+const medianOf = (xs: number[]): number => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
+
+/** Microseconds a first write to a fresh page costs here (16 MiB of a fresh buffer, a word a page). */
+function firstTouchUs(): number {
+  const a = new Int32Array(new SharedArrayBuffer(16 << 20));
+  const t0 = performance.now();
+  for (let i = 0; i < a.length; i += 1024) a[i] = 1;
+  return ((performance.now() - t0) * 1000) / (a.length / 1024);
+}
 
 async function main(): Promise<void> {
   const workers = Number(arg('workers', '4096'));
@@ -48,12 +61,16 @@ async function main(): Promise<void> {
   let first: RadixTree | null = null;
   let typed = 0;
   let after = before;
+  const faultUs = firstTouchUs();
+  const faults: number[] = [];
   for (let b = 0; b < builds; b++) {
     if (b > 0) gc();
+    const f0 = process.resourceUsage().minorPageFault;
     const t0 = performance.now();
     const tree = new Tree();
     for (const e of f.events) tree.applyEvent(e);
     times.push(performance.now() - t0);
+    faults.push(process.resourceUsage().minorPageFault - f0);
     if (tree.size !== pairs) throw new Error(`built ${tree.size} pairs, expected ${pairs}`);
     if (b === 0) {
       first = tree;
@@ -82,6 +99,9 @@ async function main(): Promise<void> {
     'build ms min': r2(timed[0]!),
     'build ms max': r2(timed[timed.length - 1]!),
     'builds ms': times.map(r2),
+    'faults a build, median': medianOf(faults.slice(1)),
+    'first touch us a page': r2(faultUs),
+    'build ms less faults, median': r2(medianOf(times.slice(1).map((t, i) => t - (faults[i + 1]! * faultUs) / 1000))),
     'typed B/pair': r2(typed / pairs),
     'rss B/pair': r2((after.rss - before.rss) / pairs),
     // Plus the tree's SharedArrayBuffers (growable memory, array-store.ts), not in memoryUsage().
