@@ -222,6 +222,17 @@ export class EventBatchWriter {
     this.pool.recycle(buffer);
   }
 
+  /**
+   * Copies the filled words to `dst` at word `at` and resets the writer, keeping its buffer
+   * (the batch ring's path: one scratch per shard, reused for every batch).
+   */
+  copyInto(dst: Uint32Array, at: number): void {
+    dst.set(this.buf.subarray(0, this.pos), at);
+    this.pos = 0;
+    this.events = 0;
+    this.blocks = 0;
+  }
+
   /** The filled words (a view on a buffer the caller may transfer); resets the writer. */
   take(): Uint32Array {
     const out = this.buf.subarray(0, this.pos);
