@@ -1,6 +1,7 @@
 /**
  * Binary batches of KV events for crossing the thread boundary: one growable Uint32Array per
- * shard, transferred (not cloned) when sent. It is the shard's one ordered queue of events:
+ * shard, copied into the shard's batch ring when sent (batch-ring.ts), or, when the ring has no
+ * room, transferred (not cloned). It is the shard's one ordered queue of events:
  * binary events, raw JSON events and worker removals are records of the same batch, in call
  * order. Layout per record, u64 values as (lo, hi) words:
  *   stored:        0, wLo, wHi, hasParent, pLo, pHi, n, n x (bLo, bHi, tLo, tHi)
