@@ -94,8 +94,9 @@ const poolBytes = (o: ThreadedEngineOptions): number => Math.max(1 << 20, Math.c
  * (`ShardOutbox.ringBusy`), so a shard has 4 or more batches queued while the caller waits and
  * a caller that honours `needsDrain` never overruns it; the 16.4M-pair fleet's ingest held
  * 8-16 MiB in flight over 2 shards before, in buffers of the calling thread's heap. Measured
- * there (6 alternating fresh processes a side): RSS unchanged within the spread (the brk heap
- * 5-10 MiB smaller, the rings 4 MiB resident), apply 3-15 % faster in each pair (docs/layout.md).
+ * there (6 alternating fresh processes a side): RSS after ingest unchanged within the spread
+ * (the brk heap 5-10 MiB smaller, the rings 4 MiB resident), apply 3-15 % faster in each pair;
+ * after a restore of the same 16.4M pairs 22-28 MiB less RSS, in the same time (docs/layout.md).
  */
 const ringBytes = (o: ThreadedEngineOptions): number => Math.min(poolBytes(o), Math.max(1 << 20, 32 * o.batchWords));
 
