@@ -195,6 +195,9 @@ async function measure(file: string, shards: number, snapshotOut: string, json: 
     callerMs, shardMs, lookups: lookups.length, mismatches,
     p50: lookupStats['p50 us'], p99: lookupStats['p99 us'], p999: lookupStats['p99.9 us'],
     firstDumpMs, dumpMs, dumpBytes: snap.length,
+    // Batches through the shards' batch rings and in transferred buffers (absent before the ring).
+    ringBatches: stats.reduce((k, s) => k + (s.ringBatches ?? 0), 0),
+    transferredBatches: stats.reduce((k, s) => k + (s.transferredBatches ?? 0), 0),
   };
 }
 

@@ -90,6 +90,8 @@ describe.skipIf(!installed)('serve operations', () => {
       expect(value(all, 'dynamo_kvindexer_workers')).toBe(sum((s) => s.workers));
       expect(samples(all, 'kvindex_shard_pairs').map((s) => s.value)).toEqual(stats.map((s) => s.pairs));
       expect(value(all, 'kvindex_shard_bytes', { shard: '1' })).toBe(stats[1]!.bytes);
+      expect(value(all, 'kvindex_shard_batches_total', { shard: '0', path: 'ring' })).toBe(stats[0]!.ringBatches);
+      expect(value(all, 'kvindex_shard_batches_total', { shard: '1', path: 'transferred' })).toBe(stats[1]!.transferredBatches);
       expect(value(all, 'kvindex_stream_last_applied_seq')).toBe(lastSeq);
       expect(value(all, 'kvindex_stream_lag_messages')).toBe(0);
       expect(value(all, 'kvindex_consumer_ack_floor_seq', { consumer: sub.consumerName })).toBe(lastSeq);

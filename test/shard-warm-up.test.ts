@@ -34,7 +34,7 @@ async function smallFleet(): Promise<{ events: RouterEvent[]; lookups: FleetLook
 
 describe('shard warm-up', () => {
   it('applies its synthetic fleet cleanly and leaves its throwaway tree empty', () => {
-    const r = warmUpShard({ shard: 0, expirationMs: null, maxPairs: null, expectedPairs: null, board: null as never, initialCapacity: null, nice: 0, warmUp: true }, 4);
+    const r = warmUpShard({ shard: 0, expirationMs: null, maxPairs: null, expectedPairs: null, board: null as never, ring: null as never, initialCapacity: null, nice: 0, warmUp: true }, 4);
     expect(r.notOk).toBe(0);
     expect(r.blockOps).toBeGreaterThan(2000);
     expect(r.lookups).toBe(64);

@@ -173,13 +173,15 @@ describe('ShardedIndexer backpressure', () => {
   });
 
   it('sets needsDrain when the batch bytes in flight pass highWaterBytes, far under highWaterEvents', async () => {
-    // Each batch of ~4 events is sent in its own 64 KiB buffer: 500 events are ~8 MB in flight.
+    // Each event of 300 blocks (1,207 words, ~4.8 KB) is a batch of its own: 500 events are
+    // ~2.4 MB in flight, counted as their words in the batch rings (1 MiB a shard here), as
+    // their buffers once the rings are full.
     const ix = await make(2, { highWaterEvents: 1_000_000, highWaterBytes: 256 * 1024, batchWords: 64 });
     let drains = 0;
     ix.on('drain', () => drains++);
-    for (let i = 0; i < 10; i++) ix.applyEvent(chain(W1 + BigInt(i % 7), 3, BigInt(i)));
-    expect(ix.needsDrain).toBe(false); // 3 batches, 192 KiB: under the mark
-    for (let i = 10; i < 500; i++) ix.applyEvent(chain(W1 + BigInt(i % 7), 3, BigInt(i)));
+    for (let i = 0; i < 10; i++) ix.applyEvent(chain(W1 + BigInt(i % 7), 300, BigInt(i)));
+    expect(ix.needsDrain).toBe(false); // 10 batches, 48 KB: under the mark
+    for (let i = 10; i < 500; i++) ix.applyEvent(chain(W1 + BigInt(i % 7), 300, BigInt(i)));
     expect(ix.needsDrain).toBe(true);
     await ix.drained();
     expect(ix.needsDrain).toBe(false);

@@ -118,7 +118,7 @@ export class LocalEngine implements Engine {
   async stats(): Promise<ShardStats[]> {
     this.#check();
     const t = this.#tree;
-    return [{ workers: t.workers().length, pairs: t.size, nodes: t.nodeCount, events: { ...this.#counts }, malformed: 0, bytes: t.bytes, sharedBytes: t.sharedBytes, heapBytes: null, evicted: t.evicted, applyMs: null }];
+    return [{ workers: t.workers().length, pairs: t.size, nodes: t.nodeCount, events: { ...this.#counts }, malformed: 0, bytes: t.bytes, sharedBytes: t.sharedBytes, heapBytes: null, evicted: t.evicted, applyMs: null, ringBatches: null, transferredBatches: null }];
   }
 
   async flush(): Promise<void> {

@@ -36,9 +36,11 @@ export interface ShardedIndexerOptions {
   highWaterEvents?: number;
   /**
    * Bytes of event batches posted to the shards and not yet applied above which `needsDrain`
-   * is set. Default 16 MiB. Batches are plain memory of the calling thread's heap, and what
-   * a burst leaves there stays in its RSS: 65,536 events of a fleet workload (~130 blocks an
-   * event) are ~130 MB, and the 16.4M-pair ingest left 172 MB in the main heap's RSS.
+   * is set. Default 16 MiB. 65,536 events of a fleet workload (~130 blocks an event) are ~130
+   * MB of batches, and what a burst left in the calling thread's heap stayed in its RSS (172 MB
+   * after the 16.4M-pair ingest). Each shard's share (at least 1 MiB) also caps its batch ring
+   * (src/shard/wire/batch-ring.ts: 8 batches of `batchWords`, 2 MiB by default), and
+   * `needsDrain` is set too while a shard's ring is more than half full.
    */
   highWaterBytes?: number;
   /** Words of an event batch that trigger an immediate send. Default 64 Ki (256 KiB). */

@@ -10,7 +10,10 @@
  * - `dynamo_router_overhead_indexer_find_matches_ms{router_id}`: lookups over NATS, Dynamo's
  *   buckets (0.01 ms × 3^k, 17 buckets).
  * - `dynamo_kvindexer_workers`: workers holding blocks (sum over shards: a worker lives in one).
- * - per shard: `kvindex_shard_{pairs,nodes,workers,bytes}{shard}`.
+ * - per shard: `kvindex_shard_{pairs,nodes,workers,bytes}{shard}`, and with shard threads
+ *   `kvindex_shard_batches_total{shard,path}` (ring, transferred): event batches received through
+ *   the shard's batch ring, or in a transferred buffer because the ring had no room (0 while the
+ *   shards keep up: src/shard/wire/batch-ring.ts).
  * - stream: `kvindex_stream_lag_messages`, `kvindex_stream_last_applied_seq`,
  *   `kvindex_consumer_ack_floor_seq{consumer}`, `kvindex_ready`.
  * - snapshots: `kvindex_snapshot_age_seconds{encoding}`, `_duration_seconds`, `_bytes`, `_events`
@@ -145,6 +148,21 @@ export class ServeMetrics {
     shardGauge('kvindex_shard_nodes', 'Live tree nodes of the shard, the root included', (s) => s.nodes);
     shardGauge('kvindex_shard_workers', 'Workers holding blocks on the shard', (s) => s.workers);
     shardGauge('kvindex_shard_bytes', "Bytes of the shard tree's typed arrays", (s) => s.bytes);
+    new Counter({
+      name: 'kvindex_shard_batches_total',
+      help: "Event batches a shard thread received, by path: through its batch ring, or in a transferred buffer because the ring had no room",
+      labelNames: ['shard', 'path'] as const,
+      registers: [reg],
+      async collect() {
+        const per = await stats();
+        this.reset();
+        per.forEach((s, i) => {
+          if (s.ringBatches === null) return; // in-thread: no batches
+          this.inc({ shard: String(i), path: 'ring' }, s.ringBatches);
+          this.inc({ shard: String(i), path: 'transferred' }, s.transferredBatches ?? 0);
+        });
+      },
+    });
 
     const gauge = (name: string, help: string, value: () => number): void => {
       new Gauge({

@@ -117,6 +117,14 @@ export class ThreadShard {
     this.hold(); // until its ack
   }
 
+  /** Sends a batch of `events` events placed in the shard's batch ring (`n` words at `at`). */
+  sendRing(at: number, n: number, end: number, events: number): void {
+    if (this.failure !== null) throw this.failure;
+    const msg: ToShard = { t: 'ring', at, n, end, events };
+    this.channel.port1.postMessage(msg);
+    this.hold(); // until its ack
+  }
+
   /** Sends a lookup written into a slot of the reply board (answered there, not here). */
   lookupInSlot(slot: number): void {
     if (this.failure !== null) throw this.failure;

@@ -15,6 +15,7 @@ import { JsonEventEncoder } from '../wire/json-words.js';
 import type { DumpPrepared, FindReply, FromShard, Rejected, ShardInit, ShardRequest, ShardStats, ToShard } from '../wire/messages.js';
 import { H, type SharedTreeLayout } from '../../tree/shared-layout.js';
 import { WRITE_SECTION_BLOCKS } from '../wire/tree-lock.js';
+import { BatchRingReader } from '../wire/batch-ring.js';
 import { applyInSections } from './apply-batch.js';
 import { ReplyWriter } from './reply-writer.js';
 
@@ -37,6 +38,12 @@ export class ShardCore {
   /** Time spent in `applyEvents`, ms (two clock reads per batch: ~0.1 us against ~1 ms of applying). */
   private applyMs = 0;
   private failed = false;
+  /** Batches received through the ring, and in transferred buffers (the ring had no room). */
+  private ringBatches = 0;
+  private transferredBatches = 0;
+  private readonly ring: BatchRingReader;
+  /** Rejections of the batch being applied, reported in its ack (reused while empty). */
+  private rejected: Rejected[] = [];
   // One dump writer is kept between dumps: its buffer stays faulted in, where a fresh one costs
   // ~3 ms per MB of first-touch page faults on the 2-core dev VM. Parts of several dumps in
   // flight at once each hold their own writer until copied.
@@ -62,6 +69,7 @@ export class ShardCore {
     this.layout = this.tree.layout!;
     this.header = new Int32Array(this.layout.header);
     this.replies = new ReplyWriter(init.board, init.shard);
+    this.ring = new BatchRingReader(init.ring);
   }
 
   /** The shared memory lookups on the calling thread read (sent back when the thread starts). */
@@ -73,8 +81,23 @@ export class ShardCore {
       this.lookupInSlot(msg);
       return;
     }
+    if (msg.t === 'ring') {
+      this.ringBatches++;
+      // The view is dropped when this returns (nothing below keeps the batch's words: the JSON
+      // path parses into its own words and strings), and only then is the space handed back.
+      if (this.applyEvents(this.ring.batch(msg.at, msg.n), msg.events)) {
+        this.ring.consumed(msg.end);
+        this.ack(msg.events, 4 * msg.n, null);
+      }
+      return;
+    }
     if (msg.t === 'events') {
-      this.applyEvents(msg.words, msg.events, msg.back);
+      this.transferredBatches++;
+      const bytes = msg.words.buffer.byteLength;
+      if (!this.applyEvents(msg.words, msg.events)) return;
+      // Back to be refilled: a fresh buffer per batch costs the main thread zeroing and
+      // first-touch page faults (~3 ms per MB here), more than encoding into it.
+      this.ack(msg.events, bytes, msg.back ? msg.words.buffer as ArrayBuffer : null);
       return;
     }
     try {
@@ -99,14 +122,13 @@ export class ShardCore {
   }
 
   /**
-   * Applies a batch in record order. Malformed JSON records are counted and reported in the
-   * ack, not fatal; a batch that fails otherwise leaves the tree in an unknown state, so the
-   * shard stops serving.
+   * Applies a batch in record order and returns true. Malformed JSON records are counted and
+   * reported in the ack, not fatal; a batch that fails otherwise leaves the tree in an unknown
+   * state, so the shard stops serving (and this returns false: no ack).
    */
-  private applyEvents(words: Uint32Array, events: number, back: boolean): void {
+  private applyEvents(words: Uint32Array, events: number): boolean {
     const started = performance.now();
-    const rejected: Rejected[] = [];
-    let malformed = 0;
+    const rejected = this.rejected;
     try {
       let i = 0;
       while (i < words.length) {
@@ -114,24 +136,24 @@ export class ShardCore {
           ? this.applyJsonRun(words, i, rejected)
           : applyInSections(this.tree, words, i, this.counts, this.header, WRITE_SECTION_BLOCKS);
       }
-      malformed = rejected.length;
     } catch (err) {
       this.fail(err);
-      return;
+      return false;
     }
     Atomics.add(this.header, H.APPLIED, events);
     if (Atomics.load(this.header, H.APPLIED_WAITERS) > 0) Atomics.notify(this.header, H.APPLIED);
     this.applyMs += performance.now() - started;
-    this.malformed += malformed;
-    const bytes = words.buffer.byteLength;
-    if (back) {
-      // Back to be refilled: a fresh buffer per batch costs the main thread zeroing and
-      // first-touch page faults (~3 ms per MB here), more than encoding into it.
-      const buffer = words.buffer as ArrayBuffer;
-      this.post({ t: 'ack', events, bytes, malformed, rejected, words: buffer }, [buffer]);
-    } else {
-      this.post({ t: 'ack', events, bytes, malformed, rejected });
-    }
+    this.malformed += rejected.length;
+    return true;
+  }
+
+  /** Acknowledges an applied batch of `bytes`, handing `back` its buffer if given. */
+  private ack(events: number, bytes: number, back: ArrayBuffer | null): void {
+    const rejected = this.rejected;
+    if (rejected.length > 0) this.rejected = [];
+    const malformed = rejected.length;
+    if (back !== null) this.post({ t: 'ack', events, bytes, malformed, rejected, words: back }, [back]);
+    else this.post({ t: 'ack', events, bytes, malformed, rejected });
   }
 
   /** The shard can no longer be trusted: stop serving, wake waiters, tell the main thread. */
@@ -224,6 +246,8 @@ export class ShardCore {
           heapBytes: getHeapStatistics().used_heap_size,
           evicted: this.tree.evicted,
           applyMs: this.applyMs,
+          ringBatches: this.ringBatches,
+          transferredBatches: this.transferredBatches,
         };
         return [stats, []];
       }

@@ -1,5 +1,7 @@
 /**
- * Spare batch buffers, handed back by a shard thread after it applied their batch. A fresh
+ * Spare batch buffers, handed back by a shard thread after it applied their batch. Only
+ * batches the shard's batch ring could not take (batch-ring.ts) travel in buffers of their own
+ * now; steady ingestion that honours `needsDrain` sends none. A fresh
  * buffer per batch costs the main thread zeroing and first-touch page faults (~3 ms per MB on
  * the 2-core dev VM), more than encoding into it; JSON batches, several times the size of their
  * words, paid the most.

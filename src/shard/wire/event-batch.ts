@@ -1,6 +1,7 @@
 /**
  * Binary batches of KV events for crossing the thread boundary: one growable Uint32Array per
- * shard, transferred (not cloned) when sent. It is the shard's one ordered queue of events:
+ * shard, copied into the shard's batch ring when sent (batch-ring.ts), or, when the ring has no
+ * room, transferred (not cloned). It is the shard's one ordered queue of events:
  * binary events, raw JSON events and worker removals are records of the same batch, in call
  * order. Layout per record, u64 values as (lo, hi) words:
  *   stored:        0, wLo, wHi, hasParent, pLo, pHi, n, n x (bLo, bHi, tLo, tHi)
@@ -220,6 +221,17 @@ export class EventBatchWriter {
   /** Takes back a buffer that `askBack` asked for. */
   recycle(buffer: ArrayBuffer): void {
     this.pool.recycle(buffer);
+  }
+
+  /**
+   * Copies the filled words to `dst` at word `at` and resets the writer, keeping its buffer
+   * (the batch ring's path: one scratch per shard, reused for every batch).
+   */
+  copyInto(dst: Uint32Array, at: number): void {
+    dst.set(this.buf.subarray(0, this.pos), at);
+    this.pos = 0;
+    this.events = 0;
+    this.blocks = 0;
   }
 
   /** The filled words (a view on a buffer the caller may transfer); resets the writer. */

@@ -6,6 +6,7 @@
  */
 import type { SnapshotEncoding } from '../../protocol/types.js';
 import type { SharedTreeLayout } from '../../tree/shared-layout.js';
+import type { BatchRingShape } from './batch-ring.js';
 import type { ReplyBoardShape } from './board-layout.js';
 import type { StatusCounts } from './event-batch.js';
 
@@ -16,6 +17,8 @@ export interface ShardInit {
   maxPairs: number | null;
   /** Shared memory for lookup replies (board-layout.ts). */
   board: ReplyBoardShape;
+  /** This shard's batch ring (batch-ring.ts). */
+  ring: BatchRingShape;
   /** This shard's share of the indexer's `expectedPairs` (its node arrays sized for it), or null. */
   expectedPairs: number | null;
   /** Initial node and edge capacity of the tree (null: the default; tests force growth). */
@@ -61,6 +64,11 @@ export type ToShard =
    * the ack, to be refilled (see EventBatchWriter.recycle).
    */
   | { t: 'events'; words: Uint32Array; events: number; back: boolean }
+  /**
+   * An event batch of `events` records in the shard's batch ring: `n` words from word `at`;
+   * once applied, the ring's consumed count becomes `end` (batch-ring.ts).
+   */
+  | { t: 'ring'; at: number; n: number; end: number; events: number }
   | ({ t: 'req'; id: number } & ShardRequest);
 
 export interface ShardStats {
@@ -94,6 +102,14 @@ export interface ShardStats {
    * (`shards: 0`), where applying is the caller's own time inside `applyEvent`.
    */
   applyMs: number | null;
+  /**
+   * Event batches that reached this shard through its batch ring (shared memory, no buffer
+   * transferred), and those that came in a transferred buffer because the ring had no room
+   * (the shard lags past the backpressure mark, or one batch is larger than the ring). Null
+   * in-thread. Steady ingestion that honours `needsDrain` transfers none.
+   */
+  ringBatches: number | null;
+  transferredBatches: number | null;
 }
 
 /** Scores of one shard: (workerLo, workerHi, score) triples, plus the frequency trail. */
