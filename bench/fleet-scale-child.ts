@@ -32,13 +32,15 @@ import { removeAll } from './warm-up.js';
 
 const BLOCK_SIZE = 64;
 /**
- * Events parsed before they are applied (`KVX_FLEET_BATCH`, default 512 as in every run). A batch
- * of parsed event objects survives the scavenges that run while it is built, and V8 grows the
- * young generation for it: at 16.4M pairs with 2 shards, 28.6 MiB of new space after ingest
- * against 15.3 with 1 (events applied as parsed, as a ZMQ subscriber does), RSS 40.25-40.73
- * against 40.08-40.13 bytes a pair (2 alternating fresh processes a side, session 29).
+ * Events parsed before they are applied (`KVX_FLEET_BATCH`): 1 since run 14, each event applied
+ * as it is parsed, as the product's subscribers do (a ZMQ message, a NATS pull's messages one by
+ * one); 512 in runs 1-13. A batch of parsed event objects held for the indexer is the bench's
+ * data, not the index's, yet it survives the scavenges that run while it is built and V8 grows
+ * the young generation for it: at 16.4M pairs with 2 shards, 28.6 MiB of new space after ingest
+ * with 512 against 15.3 with 1, RSS 40.25-40.73 against 40.08-40.13 bytes a pair (2 alternating
+ * fresh processes a side, session 29). Apply time is taken around the apply calls either way.
  */
-const BATCH = Number(process.env['KVX_FLEET_BATCH'] ?? 512);
+const BATCH = Number(process.env['KVX_FLEET_BATCH'] ?? 1);
 
 function blocksOf(e: RouterEvent): number {
   const d = e.event.data;

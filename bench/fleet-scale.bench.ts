@@ -17,7 +17,7 @@
  * ingest comparison, `KVX_FLEET_SIZES=none` runs only that. `KVX_FLEET_ARENAS=1` adds a 2-shard row
  * run with `MALLOC_ARENA_MAX=1`; `KVX_FLEET_PROBE=1` makes each child print where its resident
  * memory is (smaps-probe.ts) on stderr. `KVX_FLEET_BATCH=n` makes the measure child parse n
- * events before applying them (default 512, as in every run so far; 1 applies each as parsed).
+ * events before applying them (default 1, each applied as parsed; runs 1-13 used 512).
  */
 import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
