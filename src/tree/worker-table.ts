@@ -246,16 +246,7 @@ export class WorkerTable {
   /** Adds pair `ref` of hash (lo, hi) (halves as int32), not in the table yet (the pair is in the tree). */
   insert(ref: PairRef, lo: number, hi: number): void {
     if ((this.count + 1) * 4 > this.cap * 3) this.resize(this.cap === 0 ? this.asked : Math.max(Math.ceil(this.asked * 1.5), this.cap + 1));
-    const cap = this.cap;
-    const slots = this.slots;
-    const b = this.base;
-    let i = this.home(lo, hi);
-    let k = 0;
-    while (slots[b + i] !== 0) {
-      i = i + 1 === cap ? 0 : i + 1;
-      k++;
-    }
-    slots[b + i] = slotOf(pairBits(ref), k);
+    this.putFrom(this.home(lo, hi), pairBits(ref));
     this.count++;
   }
 
@@ -301,19 +292,25 @@ export class WorkerTable {
    * (a pair in the middle of the switch has none to read).
    */
   move(lo: number, hi: number, from: PairRef, to: PairRef): void {
+    const i = this.slotOfRef(lo, hi, from);
+    if (i >= 0) this.slots[this.base + i] = (this.slots[this.base + i]! & ~PAIR_BITS) | pairBits(to);
+  }
+
+  /**
+   * The slot index of pair `ref`'s entry, whose hash is (lo, hi), found by value from the hash's
+   * home (a worker has one pair a node, so its ref names one entry), or -1.
+   */
+  private slotOfRef(lo: number, hi: number, ref: PairRef): number {
     const cap = this.cap;
-    if (cap === 0) return;
+    if (cap === 0) return -1;
     const slots = this.slots;
     const b = this.base;
-    const v = pairBits(from);
+    const v = pairBits(ref);
     let i = this.home(lo, hi);
     for (;;) {
       const x = slots[b + i]!;
-      if ((x & PAIR_BITS) === v) {
-        slots[b + i] = (x & ~PAIR_BITS) | pairBits(to);
-        return;
-      }
-      if (x === 0) return;
+      if ((x & PAIR_BITS) === v) return i;
+      if (x === 0) return -1;
       i = i + 1 === cap ? 0 : i + 1;
     }
   }
@@ -327,23 +324,12 @@ export class WorkerTable {
   }
 
   /**
-   * Removes the entry of pair `ref`, whose hash is (lo, hi), found by value from the hash's
-   * home as `move` finds it: no key is read back to confirm it (a worker has one pair a node,
-   * so its ref names one entry). Returns false when the table does not hold it.
+   * Removes the entry of pair `ref`, whose hash is (lo, hi), found by value as `move` finds it:
+   * no key is read back to confirm it. Returns false when the table does not hold it.
    */
   removeRef(lo: number, hi: number, ref: PairRef): boolean {
-    const cap = this.cap;
-    if (cap === 0) return false;
-    const slots = this.slots;
-    const b = this.base;
-    const v = pairBits(ref);
-    let i = this.home(lo, hi);
-    for (;;) {
-      const x = slots[b + i]!;
-      if ((x & PAIR_BITS) === v) break;
-      if (x === 0) return false;
-      i = i + 1 === cap ? 0 : i + 1;
-    }
+    const i = this.slotOfRef(lo, hi, ref);
+    if (i < 0) return false;
     this.removeAt(i);
     return true;
   }
@@ -382,17 +368,23 @@ export class WorkerTable {
     this.inSlab = false;
   }
 
+  /** Re-places slot value `v` (a rehash: its home from its key, at the current capacity). */
   private place(v: number): void {
+    this.putFrom(this.keyHome(v), v & PAIR_BITS);
+  }
+
+  /** Writes `pair` into the first empty slot from `home` on, with its distance from there. */
+  private putFrom(home: number, pair: number): void {
     const cap = this.cap;
     const slots = this.slots;
     const b = this.base;
-    let i = this.keyHome(v);
+    let i = home;
     let k = 0;
     while (slots[b + i] !== 0) {
       i = i + 1 === cap ? 0 : i + 1;
       k++;
     }
-    slots[b + i] = slotOf(v & PAIR_BITS, k);
+    slots[b + i] = slotOf(pair, k);
   }
 
   private resize(capacity: number, paged = true): void {
