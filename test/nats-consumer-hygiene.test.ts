@@ -33,7 +33,9 @@ describe.skipIf(!installed)('consumer hygiene', () => {
     const jsm = await env.nc.jetstreamManager();
     const consumers = async (): Promise<string[]> => {
       const out: string[] = [];
-      for await (const ci of jsm.consumers.list(names.stream)) out.push(ci.name);
+      // A consumer the server deletes while the list is paged comes back as a null entry (seen
+      // once in CI, session 29): it is gone, so it is not listed.
+      for await (const ci of jsm.consumers.list(names.stream)) if (ci != null) out.push(ci.name);
       return out;
     };
     const events = generateStream(41, 400).ops.flatMap((op) => (op.kind === 'event' ? [op.event] : []));
